@@ -1,0 +1,174 @@
+"""Every message that crosses the gateway <-> worker socket pair, in one screen.
+
+Schema only: dataclasses, their wire tags and the protocol version. Encoding lives in
+`protocol.codec`. On the wire a message is a msgpack array `[tag, field1, field2, ...]`
+with fields in declaration order; nested messages (SamplingParams, Delta, Usage,
+ErrorInfo) are arrays of their fields too. Changing a tag, a field or the field order
+is a protocol change: bump PROTOCOL_VERSION and update tests/unit/test_protocol.py.
+
+Direction: gateway -> worker: Submit, Abort, ControlCall.
+           worker -> gateway: Ready, Step, ControlReply, Heartbeat, Fatal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+PROTOCOL_VERSION = 1
+
+
+class Tag(IntEnum):
+    """Message-kind tags: the first element of every wire array."""
+
+    SUBMIT = 1
+    ABORT = 2
+    CONTROL_CALL = 3
+    READY = 16
+    STEP = 17
+    CONTROL_REPLY = 18
+    HEARTBEAT = 19
+    FATAL = 20
+
+
+class Op:
+    """Operations a Submit can ask for."""
+
+    CHAT = "chat"  # inputs: {"messages": [...], "chat_template_kwargs": {...}}
+    COMPLETE = "complete"  # inputs: {"prompt": str | list[int]}
+
+
+class FinishReason:
+    """Terminal reasons. Every submitted request gets exactly one terminal Delta."""
+
+    STOP = "stop"  # EOS or a stop string
+    LENGTH = "length"  # max_tokens or the context window
+    ABORT = "abort"  # aborted by the gateway (client gone, swap, shutdown)
+    ERROR = "error"  # request-scoped failure; Delta.error says why
+
+
+class ErrorCode:
+    """Machine-readable error codes carried by ErrorInfo.code."""
+
+    BAD_REQUEST = "bad_request"  # the input cannot be served (maps to HTTP 400)
+    INTERNAL = "internal"  # a bug or an MLX failure inside one request (HTTP 500)
+    WORKER_DIED = "worker_died"  # made by the gateway when the worker process is gone
+    SWAP = "model_swap"  # drained past the timeout during a model swap
+    DEADLINE = "deadline"  # the Submit deadline passed
+
+
+@dataclass(slots=True)
+class SamplingParams:
+    """Per-request sampling. None means "the checkpoint's default" (generation_config.json)."""
+
+    max_tokens: int
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    logit_bias: dict[int, float] | None = None
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Submit:
+    request_id: str
+    op: str
+    inputs: dict[str, Any]
+    sampling: SamplingParams
+    stream: bool
+    deadline: float | None = None  # time.time() after which the worker aborts it
+
+
+@dataclass(slots=True)
+class Abort:
+    request_ids: list[str]
+
+
+@dataclass(slots=True)
+class ControlCall:
+    call_id: int
+    method: str  # "stats" | "shutdown"
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Ready:
+    protocol_version: int
+    model: str  # the path the worker loaded
+    capabilities: list[str]  # e.g. ["chat", "complete"]
+    limits: dict[str, Any]  # e.g. {"max_context": 32768, "max_num_seqs": 8}
+    pid: int
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(slots=True)
+class ErrorInfo:
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one request produced in one worker step."""
+
+    request_id: str
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None  # set on the terminal delta
+    error: ErrorInfo | None = None  # set when finish_reason == "error"
+
+
+@dataclass(slots=True)
+class Step:
+    """All active requests' deltas from one worker iteration."""
+
+    deltas: list[Delta]
+
+
+@dataclass(slots=True)
+class ControlReply:
+    call_id: int
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    time: float
+    active: int  # requests being generated
+    waiting: int  # requests received but not started
+
+
+@dataclass(slots=True)
+class Fatal:
+    """The worker cannot go on (e.g. the model failed to load); it exits after sending."""
+
+    message: str
+    detail: str = ""
+
+
+MESSAGE_TAGS: dict[type, Tag] = {
+    Submit: Tag.SUBMIT,
+    Abort: Tag.ABORT,
+    ControlCall: Tag.CONTROL_CALL,
+    Ready: Tag.READY,
+    Step: Tag.STEP,
+    ControlReply: Tag.CONTROL_REPLY,
+    Heartbeat: Tag.HEARTBEAT,
+    Fatal: Tag.FATAL,
+}
+
+Message = Submit | Abort | ControlCall | Ready | Step | ControlReply | Heartbeat | Fatal

@@ -1,0 +1,228 @@
+"""The tiny-checkpoint builder: real loaders accept its output, and it builds once, deterministically."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from scripts import tiny_checkpoint as tc
+
+# A local directory never needs the hub; offline makes any accidental lookup fail fast.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ARCHS = ("qwen3", "llama")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("checkpoints")
+    for arch in ARCHS:
+        tc.ensure_checkpoint(arch, cache_dir=root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def loaded(cache: Path) -> dict:
+    from mlx_lm import load
+
+    return {arch: load(str(tc.ensure_checkpoint(arch, cache_dir=cache))) for arch in ARCHS}
+
+
+def _chat(tokenizer, messages: list[dict], **kwargs) -> str:
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, **kwargs
+    )
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_mlx_lm_loads_checkpoint_with_its_model_type(loaded: dict, arch: str) -> None:
+    model, tokenizer = loaded[arch]
+    assert model.model_type == arch
+    assert model.args.vocab_size == len(tokenizer.get_vocab()) == tc.SIZES["tiny"].vocab
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_transformers_accepts_config(cache: Path, arch: str) -> None:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tc.ensure_checkpoint(arch, cache_dir=cache))
+    assert config.model_type == arch
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_transformers_tokenizer_matches_tokenizer_json(cache: Path, arch: str) -> None:
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    path = tc.ensure_checkpoint(arch, cache_dir=cache)
+    text = "<|im_start|>user\nHi  there!\n\tx = 12345 <think>ok</think><|eot_id|> é🙂"
+    raw = Tokenizer.from_file(str(path / "tokenizer.json"))
+    assert AutoTokenizer.from_pretrained(path).encode(text) == raw.encode(text).ids
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tokenizer_round_trips_text(loaded: dict, arch: str) -> None:
+    _, tokenizer = loaded[arch]
+    text = "Hello, world!\n\tdef f(x): return x ** 2  # ünïcødé, 中文, emoji 🙂"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids) == text
+
+
+def test_qwen3_chat_template_renders_chatml(loaded: dict) -> None:
+    _, tokenizer = loaded["qwen3"]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert _chat(tokenizer, messages, enable_thinking=True) == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_qwen3_chat_template_closes_think_block_when_thinking_is_off(loaded: dict) -> None:
+    _, tokenizer = loaded["qwen3"]
+    prompt = _chat(tokenizer, [{"role": "user", "content": "Hi"}], enable_thinking=False)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_qwen3_think_and_chat_markers_are_single_tokens(loaded: dict) -> None:
+    _, tokenizer = loaded["qwen3"]
+    for marker in ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"):
+        assert len(tokenizer.encode(marker, add_special_tokens=False)) == 1
+    assert tokenizer.has_thinking
+
+
+def test_llama_chat_template_renders_llama3_layout_with_one_bos(loaded: dict) -> None:
+    _, tokenizer = loaded["llama"]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert _chat(tokenizer, messages) == (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    assert ids.count(tokenizer.bos_token_id) == 1
+
+
+def test_llama_tokenizer_adds_bos_to_plain_text(loaded: dict) -> None:
+    _, tokenizer = loaded["llama"]
+    ids = tokenizer.encode("Hi")
+    assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_generation_is_deterministic(loaded: dict, arch: str) -> None:
+    from mlx_lm import generate
+
+    model, tokenizer = loaded[arch]
+    prompt = _chat(tokenizer, [{"role": "user", "content": "Tell me a story."}])
+    first = generate(model, tokenizer, prompt, max_tokens=24)
+    assert first and generate(model, tokenizer, prompt, max_tokens=24) == first
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_generation_depends_on_prompt(loaded: dict, arch: str) -> None:
+    from mlx_lm import generate
+
+    model, tokenizer = loaded[arch]
+    prompts = [
+        _chat(tokenizer, [{"role": "user", "content": text}])
+        for text in ("Tell me a story.", "What is 2+2?", "def f(x):")
+    ]
+    outputs = {generate(model, tokenizer, prompt, max_tokens=16) for prompt in prompts}
+    assert len(outputs) == 3
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_eos_logits_are_exactly_zero(loaded: dict, arch: str) -> None:
+    import mlx.core as mx
+
+    model, tokenizer = loaded[arch]
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+    logits = model(mx.array([ids]))[0, -1]
+    eos = sorted(tokenizer.eos_token_ids)
+    assert len(eos) == 2
+    assert logits[mx.array(eos)].tolist() == [0.0, 0.0]
+    assert logits.max().item() > 0.0
+
+
+def test_generation_config_lists_eos_ids_and_qwen3_sampling_defaults(cache: Path) -> None:
+    path = tc.ensure_checkpoint("qwen3", cache_dir=cache)
+    generation = json.loads((path / "generation_config.json").read_text())
+    config = json.loads((path / "config.json").read_text())
+    assert config["eos_token_id"] in generation["eos_token_id"]
+    assert (generation["temperature"], generation["top_p"], generation["top_k"]) == (0.6, 0.95, 20)
+
+
+def test_tokenizer_config_inlines_template_and_legacy_special_tokens(cache: Path) -> None:
+    path = tc.ensure_checkpoint("qwen3", cache_dir=cache)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    assert "<|im_start|>" in config["chat_template"]
+    assert config["additional_special_tokens"] == ["<|im_start|>", "<|im_end|>"]
+    assert not (path / "chat_template.jinja").exists()
+
+
+def test_cached_checkpoint_is_returned_without_rebuilding(cache: Path) -> None:
+    path = tc.ensure_checkpoint("qwen3", cache_dir=cache)
+    before = (path / "model.safetensors").stat().st_mtime_ns
+    assert tc.ensure_checkpoint("qwen3", cache_dir=cache) == path
+    assert (path / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_force_rebuilds_in_place(tmp_path: Path) -> None:
+    path = tc.ensure_checkpoint("qwen3", cache_dir=tmp_path)
+    (path / "stale").write_text("x")
+    assert tc.ensure_checkpoint("qwen3", cache_dir=tmp_path, force=True) == path
+    assert not (path / "stale").exists() and (path / "model.safetensors").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_builds_are_byte_identical(cache: Path, tmp_path: Path) -> None:
+    first = tc.ensure_checkpoint("llama", cache_dir=cache)
+    second = tc.ensure_checkpoint("llama", cache_dir=tmp_path)
+    for name in sorted(os.listdir(first)):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_cache_dir_defaults_to_environment_variable(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("VOMLX_CACHE_DIR", str(tmp_path))
+    assert tc.cache_root() == tmp_path
+    assert tc.cache_root(tmp_path / "explicit") == tmp_path / "explicit"
+
+
+def test_losing_a_build_race_keeps_the_winner(tmp_path: Path, monkeypatch) -> None:
+    winner = tmp_path / tc.checkpoint_name("qwen3", "tiny")
+
+    def racing_build(arch: tc.Arch, dims: tc.Dims, out_dir: Path) -> int:
+        # Another process finishes its build while this one is still writing.
+        winner.mkdir()
+        (winner / "config.json").write_text("{}")
+        (out_dir / "config.json").write_text("{}")
+        return 0
+
+    monkeypatch.setitem(
+        tc.ARCHS, "qwen3", dataclasses.replace(tc.ARCHS["qwen3"], build=racing_build)
+    )
+    assert tc.ensure_checkpoint("qwen3", cache_dir=tmp_path) == winner
+    assert [p.name for p in tmp_path.iterdir()] == [winner.name]
+
+
+def test_unknown_arch_error_lists_choices(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="llama, qwen3"):
+        tc.ensure_checkpoint("gpt5", cache_dir=tmp_path)
+
+
+def test_cli_prints_path_as_last_line(cache: Path, capsys) -> None:
+    assert tc.main(["--arch", "llama", "--cache-dir", str(cache)]) == 0
+    last_line = capsys.readouterr().out.splitlines()[-1]
+    assert Path(last_line) == tc.ensure_checkpoint("llama", cache_dir=cache)
+
+
+def test_cli_rejects_unknown_size_listing_choices(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        tc.main(["--size", "huge", "--cache-dir", str(tmp_path)])
+    assert exit_info.value.code != 0
+    assert "20m" in capsys.readouterr().err

@@ -1,0 +1,26 @@
+"""The worker's error policy in one type: a failure that ends one request, not the worker.
+
+Anything raised while serving a request that is not a `RequestError` is reported to that
+request as `internal`; anything raised outside a request ends the worker with a Fatal message.
+"""
+
+from __future__ import annotations
+
+from protocol.messages import ErrorCode, ErrorInfo
+
+
+class RequestError(Exception):
+    """Ends one request with finish_reason "error" and this code/message; the worker goes on."""
+
+    def __init__(self, message: str, code: str = ErrorCode.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(code=self.code, message=self.message)
+
+
+def bad_request(message: str) -> RequestError:
+    """Input the client can fix; the message names the problem."""
+    return RequestError(message, ErrorCode.BAD_REQUEST)

@@ -1,0 +1,58 @@
+"""Worker counters: written by the MLX thread, read by the IO threads (stats calls, heartbeats)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+
+class WorkerStats:
+    """Thread-safe counters and the current queue, snapshot as the `stats` control reply."""
+
+    def __init__(self, model: str) -> None:
+        self._lock = threading.Lock()
+        self._model = model
+        self._active_ids: tuple[str, ...] = ()
+        self._waiting = 0
+        self._requests_total = 0
+        self._requests_aborted = 0
+        self._tokens_generated = 0
+        self._prompt_tokens = 0
+
+    def set_queue(self, active_ids: list[str], waiting: int) -> None:
+        with self._lock:
+            self._active_ids = tuple(active_ids)
+            self._waiting = waiting
+
+    def count_request(self) -> None:
+        with self._lock:
+            self._requests_total += 1
+
+    def count_abort(self) -> None:
+        with self._lock:
+            self._requests_aborted += 1
+
+    def count_tokens(self, prompt: int = 0, generated: int = 0) -> None:
+        with self._lock:
+            self._prompt_tokens += prompt
+            self._tokens_generated += generated
+
+    def load(self) -> tuple[int, int]:
+        """(active, waiting), for heartbeats."""
+        with self._lock:
+            return len(self._active_ids), self._waiting
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "model": self._model,
+                "pid": os.getpid(),
+                "active": len(self._active_ids),
+                "waiting": self._waiting,
+                "active_request_ids": list(self._active_ids),
+                "requests_total": self._requests_total,
+                "requests_aborted": self._requests_aborted,
+                "tokens_generated": self._tokens_generated,
+                "prompt_tokens": self._prompt_tokens,
+            }

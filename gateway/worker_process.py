@@ -1,0 +1,154 @@
+"""One worker OS process: its command line and environment; spawn it, forward its output to
+the log, watch it exit, kill it.
+
+The worker's stdout and stderr are merged into one pipe that a reader task forwards line by
+line to the `worker` logger; the last lines are kept so a crash report can quote them. The
+worker runs in its own session so a Ctrl-C meant for the gateway does not kill it mid-request
+(the gateway decides when it stops; the worker's parent watchdog covers a dead gateway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable
+
+from gateway.config import ServerConfig
+from protocol import Endpoints
+
+log = logging.getLogger("gateway.worker")
+
+# (config, model path, endpoints) -> argv; tests substitute a fake worker.
+WorkerCommand = Callable[[ServerConfig, str, Endpoints], list[str]]
+
+TAIL_LINES = 20
+# A grandchild may keep the pipe open after the worker exits: do not wait for EOF forever.
+PIPE_DRAIN_TIMEOUT = 1.0
+
+
+def default_worker_command(
+    config: ServerConfig, model_path: str, endpoints: Endpoints
+) -> list[str]:
+    return [
+        sys.executable, "-m", "worker",
+        "--model", model_path,
+        "--to-worker", endpoints.to_worker,
+        "--from-worker", endpoints.from_worker,
+        "--parent-pid", str(os.getpid()),
+        "--max-num-seqs", str(config.max_num_seqs),
+        "--heartbeat-interval", str(config.heartbeat_interval),
+        "--log-level", config.log_level,
+    ]  # fmt: skip
+
+
+def worker_env(model_path: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # its log lines reach ours as they happen
+    if os.path.isdir(model_path):
+        env["HF_HUB_OFFLINE"] = "1"  # a local checkpoint must never trigger a hub lookup
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.pid: int = proc.pid
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._reader = asyncio.create_task(self._forward_output(), name=f"worker-{self.pid}-log")
+        self._exit = asyncio.create_task(self._wait_exit(), name=f"worker-{self.pid}-exit")
+
+    @classmethod
+    async def spawn(cls, argv: list[str], env: dict[str, str]) -> WorkerProcess:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        log.info("started worker pid %d: %s", proc.pid, " ".join(argv))
+        return cls(proc)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    @property
+    def exited(self) -> asyncio.Task[int]:
+        """Done once the process has exited and its output was read (or the read timed out)."""
+        return self._exit
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exit)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    async def kill_and_wait(self) -> int:
+        self.kill()
+        return await self.wait()
+
+    async def wait_or_kill(self, grace: float) -> int:
+        """Give the process `grace` seconds to exit on its own, then SIGKILL it."""
+        try:
+            return await asyncio.wait_for(self.wait(), grace)
+        except asyncio.TimeoutError:
+            log.warning("worker pid %d did not exit within %g s; killing it", self.pid, grace)
+            return await self.kill_and_wait()
+
+    def describe_exit(self) -> str:
+        """'exited with code 1' / 'killed by signal 9 (SIGKILL)', plus the last output lines."""
+        code = self._proc.returncode
+        if code is None:
+            what = "is still running"
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "unknown"
+            what = f"was killed by signal {-code} ({name})"
+        else:
+            what = f"exited with code {code}"
+        text = f"worker pid {self.pid} {what}"
+        if self.tail:
+            text += "; last output:\n" + "\n".join(self.tail)
+        return text
+
+    def _signal(self, sig: int) -> None:
+        if self._proc.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    async def _forward_output(self) -> None:
+        stream = self._proc.stdout
+        assert stream is not None
+        while True:
+            try:
+                raw = await stream.readline()
+            except (ValueError, asyncio.LimitOverrunError):  # an over-long line: skip it
+                continue
+            if not raw:
+                return
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                self.tail.append(line)
+                log.info("[worker %d] %s", self.pid, line)
+
+    async def _wait_exit(self) -> int:
+        code = await self._proc.wait()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader), PIPE_DRAIN_TIMEOUT)
+        except asyncio.TimeoutError:
+            self._reader.cancel()
+        log.info("worker pid %d exited (returncode %s)", self.pid, code)
+        return code

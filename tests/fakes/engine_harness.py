@@ -1,0 +1,120 @@
+"""Helpers for the engine tests: a fast config, the fake worker's command line, a running engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from gateway.config import ServerConfig
+from gateway.engine import Engine
+from protocol import Endpoints
+from protocol.messages import Delta, SamplingParams
+
+FAKE_WORKER = str(Path(__file__).with_name("fake_worker.py"))
+TEST_TIMEOUT = 25.0
+
+
+def fast_config(**overrides: Any) -> ServerConfig:
+    base = ServerConfig(
+        model="/models/alpha",
+        served_model_name="alpha",
+        max_num_seqs=2,
+        max_queue=2,
+        queue_timeout=8.0,
+        drain_timeout=0.5,
+        ready_timeout=8.0,
+        heartbeat_interval=0.1,
+        heartbeat_timeout=1.0,
+        max_restarts=3,
+        restart_window=60.0,
+        log_level="warning",
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+class FakeWorkers:
+    """Builds fake-worker command lines; `behaviour[path]` adds argv for one model path."""
+
+    def __init__(self, tmp_path: Path, *extra: str) -> None:
+        self.events_file = tmp_path / "events.jsonl"
+        self.extra = list(extra)
+        self.behaviour: dict[str, list[str]] = {}
+
+    def command(self, config: ServerConfig, path: str, endpoints: Endpoints) -> list[str]:
+        import os
+
+        return [
+            sys.executable, FAKE_WORKER,
+            "--model", path,
+            "--to-worker", endpoints.to_worker,
+            "--from-worker", endpoints.from_worker,
+            "--parent-pid", str(os.getpid()),
+            "--max-num-seqs", str(config.max_num_seqs),
+            "--heartbeat-interval", str(config.heartbeat_interval),
+            "--log-level", config.log_level,
+            "--events", str(self.events_file),
+            *self.extra,
+            *self.behaviour.get(path, []),
+        ]  # fmt: skip
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if not self.events_file.exists():
+            return []
+        rows = [json.loads(line) for line in self.events_file.read_text().splitlines()]
+        return [r for r in rows if kind is None or r["event"] == kind]
+
+
+def async_test(fn: Callable[..., Any]) -> Callable[..., None]:
+    """Run an async test function in a fresh event loop, with an overall timeout."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), TEST_TIMEOUT))
+
+    return wrapper
+
+
+@contextlib.asynccontextmanager
+async def running_engine(config: ServerConfig, workers: FakeWorkers) -> AsyncIterator[Engine]:
+    engine = Engine(config, worker_command=workers.command)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def wait_ready(engine: Engine, timeout: float = 10.0) -> None:
+    await wait_until(lambda: engine.state == "ready", timeout)
+
+
+def sampling(max_tokens: int = 5) -> SamplingParams:
+    return SamplingParams(max_tokens=max_tokens)
+
+
+async def collect(engine: Engine, prompt: str = "hi", max_tokens: int = 5) -> list[Delta]:
+    """Run one request to its end; every delta it yielded, flattened."""
+    out: list[Delta] = []
+    async with engine.request("complete", {"prompt": prompt}, sampling(max_tokens), True) as ds:
+        async for batch in ds:
+            out.extend(batch)
+    return out

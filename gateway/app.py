@@ -1,0 +1,44 @@
+"""The Starlette application: routes, API-key middleware, OpenAI error handlers, engine lifespan.
+
+`create_app(config, engine)` takes the engine from outside so tests can pass a fake one; the
+engine starts in the lifespan (the worker is spawned then; READY arrives later and /health
+says so) and stops on shutdown, which also stops the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from gateway.auth import APIKeyMiddleware
+from gateway.config import ServerConfig
+from gateway.errors import EXCEPTION_HANDLERS
+from gateway.routes import ROUTES
+
+
+def create_app(config: ServerConfig, engine: Any) -> Starlette:
+    """An ASGI app serving `engine` (a `gateway.engine.Engine` or anything shaped like it)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.stop()
+
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[Middleware(APIKeyMiddleware, api_key=config.api_key)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.engine = engine
+    app.state.model_created = int(time.time())  # reset by each model swap
+    return app

@@ -1,0 +1,181 @@
+"""OpenAI-shaped errors: one exception type for every HTTP error the gateway answers with.
+
+Every error leaves the gateway as `{"error": {"message", "type", "param", "code"}}`: as an HTTP
+body before a response started, or as one SSE `data:` event once a stream is under way (the
+openai SDK raises on a `data: {"error": ...}` event). Engine exceptions and worker error codes
+are mapped here, so the whole status-code policy is in one place.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.disconnect import ClientDisconnected
+from gateway.engine import EngineUnavailable, QueueFull
+from protocol.messages import ErrorCode, ErrorInfo
+
+INVALID_REQUEST = "invalid_request_error"
+AUTHENTICATION = "authentication_error"
+SERVER_ERROR = "server_error"
+
+
+class APIError(Exception):
+    """An error the client sees, with everything the OpenAI error JSON carries."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = INVALID_REQUEST,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def invalid(param: str | None, message: str, code: str | None = None) -> APIError:
+    """400 for a malformed or out-of-range field; `param` names it as a JSON path."""
+    return APIError(400, message, param=param, code=code)
+
+
+def unsupported(param: str, what: str | None = None) -> APIError:
+    """400 for an OpenAI field this server does not implement (yet): never silently ignored."""
+    detail = f" ({what})" if what else ""
+    return APIError(
+        400,
+        f"`{param}`{detail} is not supported by this server",
+        param=param,
+        code="unsupported_parameter",
+    )
+
+
+def unknown_field(param: str) -> APIError:
+    return APIError(
+        400,
+        f"Unknown field `{param}`: unrecognized request argument",
+        param=param,
+        code="unknown_parameter",
+    )
+
+
+def model_not_found(model: str) -> APIError:
+    return APIError(
+        404,
+        f"The model `{model}` does not exist or is not served here",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def engine_unavailable(exc: EngineUnavailable) -> APIError:
+    """503 with Retry-After (whole seconds, as the header requires) when the engine says when."""
+    headers = {}
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    code = "queue_full" if isinstance(exc, QueueFull) else "engine_unavailable"
+    return APIError(
+        503,
+        f"The server cannot take this request now: {exc.reason}",
+        type=SERVER_ERROR,
+        code=code,
+        headers=headers,
+    )
+
+
+# Worker error codes -> HTTP status; anything not listed is a 500.
+_STATUS_BY_CODE = {
+    ErrorCode.BAD_REQUEST: 400,
+    ErrorCode.SWAP: 503,
+    ErrorCode.DEADLINE: 504,
+}
+
+
+def worker_error(info: ErrorInfo | None) -> APIError:
+    """The error a terminal `finish_reason="error"` delta stands for."""
+    if info is None:
+        return APIError(500, "The worker failed this request", type=SERVER_ERROR, code="internal")
+    status = _STATUS_BY_CODE.get(info.code, 500)
+    return APIError(
+        status,
+        info.message,
+        type=INVALID_REQUEST if status == 400 else SERVER_ERROR,
+        code=info.code,
+    )
+
+
+def aborted() -> APIError:
+    """A terminal "abort" reaching a client that is still connected: a swap or a shutdown."""
+    return APIError(
+        503,
+        "The request was aborted by the server (model swap or shutdown)",
+        type=SERVER_ERROR,
+        code="aborted",
+    )
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return exc.response()
+
+
+async def _engine_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EngineUnavailable)
+    return engine_unavailable(exc).response()
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (unknown route) / 405, in the OpenAI shape."""
+    assert isinstance(exc, HTTPException)
+    error = APIError(
+        exc.status_code,
+        str(exc.detail),
+        type=INVALID_REQUEST if exc.status_code < 500 else SERVER_ERROR,
+        headers=dict(exc.headers or {}),
+    )
+    return error.response()
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Starlette's ServerErrorMiddleware re-raises after this, so the server logs the traceback.
+    return APIError(500, "Internal server error", type=SERVER_ERROR, code="internal").response()
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # Nobody reads this: the work was already cancelled and its Abort sent. 499 is nginx's
+    # "client closed request", which keeps access logs honest.
+    return Response(status_code=499)
+
+
+EXCEPTION_HANDLERS = {
+    ClientDisconnected: _client_gone,
+    APIError: _api_error,
+    EngineUnavailable: _engine_unavailable,
+    HTTPException: _http_exception,
+    Exception: _unexpected,
+}

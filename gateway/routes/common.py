@@ -1,0 +1,52 @@
+"""Helpers every route shares: the app's state, the JSON body under a size limit, model checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.errors import APIError, invalid, model_not_found
+
+
+def engine_of(request: Request) -> Any:
+    return request.app.state.engine
+
+
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; they would slip through every range check.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """The body as a JSON object: 413 past `max_body_bytes`, 400 when malformed."""
+    limit = request.app.state.config.max_body_bytes
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise _too_large(limit)
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks), parse_constant=_reject_constant)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise invalid(None, f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid(None, "The request body must be a JSON object")
+    return body
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(413, f"The request body exceeds {limit} bytes", code="request_too_large")
+
+
+def check_model(request: Request, model: str) -> None:
+    """The served name and the checkpoint path both address the model; nothing else does."""
+    engine = engine_of(request)
+    if model != engine.model_name and model != engine.model_path:
+        raise model_not_found(model)

@@ -1,0 +1,129 @@
+"""A scripted in-process stand-in for `gateway.engine.Engine`, for the gateway HTTP tests.
+
+Each request replays `engine.script`: a list of batches (lists of Delta), where `HANG` waits
+forever (until the request is cancelled) and an exception instance is raised. The fake records
+every request it was given and whether it was left before its terminal delta (= aborted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gateway.config import ServerConfig
+from gateway.engine import EngineUnavailable
+from protocol.messages import Delta, ErrorInfo, Ready, SamplingParams, Usage
+
+HANG = object()
+
+
+def accepted() -> list[Delta]:
+    return [Delta("r")]
+
+
+def text(*parts: str) -> list[Delta]:
+    return [Delta("r", text=p, token_ids=[1]) for p in parts]
+
+
+def finish(reason: str = "stop", prompt: int = 5, completion: int = 2) -> list[Delta]:
+    return [Delta("r", finish_reason=reason, usage=Usage(prompt, completion))]
+
+
+def failure(code: str = "internal", message: str = "boom") -> list[Delta]:
+    return [Delta("r", finish_reason="error", usage=Usage(5, 0), error=ErrorInfo(code, message))]
+
+
+def config(**overrides: Any) -> ServerConfig:
+    return ServerConfig(model="/models/tiny", served_model_name="tiny", **overrides)
+
+
+class FakeRequest:
+    def __init__(
+        self, engine: FakeEngine, op: str, inputs: dict, sampling: SamplingParams, stream: bool
+    ) -> None:
+        self.engine = engine
+        self.op = op
+        self.inputs = inputs
+        self.sampling = sampling
+        self.stream = stream
+        self.finished = False
+        self.exited = asyncio.Event()
+        self.aborted = False
+        self.served = asyncio.Event()  # set once the last scripted batch was handed out
+
+    async def __aenter__(self) -> Any:
+        self.engine.requests.append(self)
+        if self.engine.admission_error is not None:
+            raise self.engine.admission_error
+        return self._batches()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.aborted = not self.finished
+        self.exited.set()
+
+    async def _batches(self) -> Any:
+        for batch in self.engine.script:
+            if batch is HANG:
+                self.served.set()
+                await asyncio.Event().wait()
+            if isinstance(batch, BaseException):
+                raise batch
+            if any(d.finish_reason for d in batch):
+                self.finished = True
+            yield batch
+        self.served.set()
+
+
+class FakeEngine:
+    def __init__(self, script: list[Any] | None = None) -> None:
+        self.script = script if script is not None else [accepted(), text("Hel", "lo"), finish()]
+        self.requests: list[FakeRequest] = []
+        self.admission_error: EngineUnavailable | None = None
+        self.state = "ready"
+        self.reason: str | None = None
+        self.model_name = "tiny"
+        self.model_path = "/models/tiny"
+        self.ready_info: Ready | None = Ready(1, "/models/tiny", ["chat"], {"max_context": 4096}, 7)
+        self.started = False
+        self.stopped = False
+        self.swaps: list[tuple[str, str | None]] = []
+        self.swap_error: Exception | None = None
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def request(self, op: str, inputs: dict, sampling: SamplingParams, stream: bool) -> FakeRequest:
+        return FakeRequest(self, op, inputs, sampling, stream)
+
+    async def swap(self, model_path: str, served_model_name: str | None = None) -> dict:
+        self.swaps.append((model_path, served_model_name))
+        if self.swap_error is not None:
+            raise self.swap_error
+        self.model_path = model_path
+        self.model_name = served_model_name or model_path
+        return {"loaded": model_path}
+
+    async def worker_stats(self) -> dict:
+        return {"active": 0, "waiting": 0}
+
+    def health(self) -> tuple[int, dict]:
+        if self.state == "ready":
+            return 200, {"status": "ok", "model": self.model_name}
+        return 503, {"status": self.state, "reason": self.reason}
+
+    @property
+    def last(self) -> FakeRequest:
+        return self.requests[-1]
+
+
+def make_client(engine: FakeEngine | None = None, **overrides: Any) -> Any:
+    """A TestClient over the real app with `engine` (use it as a context manager)."""
+    from starlette.testclient import TestClient
+
+    from gateway.app import create_app
+
+    app = create_app(config(**overrides), engine or FakeEngine())
+    return TestClient(app, raise_server_exceptions=False)

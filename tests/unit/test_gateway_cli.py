@@ -1,0 +1,193 @@
+"""The `vllm-omni-mlx` CLI, model resolution, and the gateway's no-MLX import rule."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from huggingface_hub.errors import LocalEntryNotFoundError
+
+from gateway import cli
+from gateway.engine import SwapFailed
+from gateway.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+from tests.unit.gateway_fake import FakeEngine, make_client
+
+FORBIDDEN = ("mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "transformers")
+
+
+def test_gateway_app_and_cli_do_not_import_mlx_or_transformers():
+    code = (
+        "import sys, gateway.app, gateway.cli, gateway.engine\n"
+        f"print([m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- model resolution ----------------------------------------------------------------------
+
+
+def test_local_directory_resolves_to_itself_named_by_basename(tmp_path):
+    model = tmp_path / "my-model"
+    model.mkdir()
+    resolved = resolve_model(str(model))
+    assert (resolved.path, resolved.name) == (str(model), "my-model")
+
+
+def test_hub_repo_id_is_downloaded_and_named_by_the_repo_id(tmp_path):
+    calls = []
+
+    def download(repo_id: str) -> str:
+        calls.append(repo_id)
+        return str(tmp_path)
+
+    resolved = resolve_model("org/model", download=download)
+    assert calls == ["org/model"]
+    assert (resolved.path, resolved.name) == (str(tmp_path), "org/model")
+
+
+def test_offline_hub_download_is_a_clear_error():
+    def download(repo_id: str) -> str:
+        raise LocalEntryNotFoundError("no network")
+
+    with pytest.raises(ModelDownloadFailed, match="unreachable"):
+        resolve_model("org/model", download=download)
+
+
+@pytest.mark.parametrize("model", ["/no/such/dir", "./missing", "not a repo id!!"])
+def test_missing_directories_and_invalid_ids_are_not_found(model):
+    with pytest.raises(ModelNotFound):
+        resolve_model(model, download=lambda repo_id: pytest.fail("must not download"))
+
+
+# -- serve ---------------------------------------------------------------------------------
+
+
+class FakeServer:
+    instances: list[FakeServer] = []
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.started = False
+        FakeServer.instances.append(self)
+
+    def run(self) -> None:
+        self.started = True
+
+
+@pytest.fixture
+def no_serving(monkeypatch):
+    """`serve` wired to a recording engine class and a server that returns at once."""
+    import uvicorn
+
+    import gateway.engine
+
+    engines = []
+
+    class RecordingEngine(FakeEngine):
+        def __init__(self, config) -> None:
+            super().__init__()
+            self.config = config
+            engines.append(self)
+
+    FakeServer.instances.clear()
+    monkeypatch.setattr(gateway.engine, "Engine", RecordingEngine)
+    monkeypatch.setattr(uvicorn, "Server", FakeServer)
+    return engines
+
+
+def test_serve_builds_the_config_from_its_options(no_serving, tmp_path):
+    args = [
+        "serve", str(tmp_path), "--port", "9001", "--api-key", "k", "--served-model-name", "m",
+        "--max-tokens", "64", "--max-num-seqs", "2", "--max-queue", "3", "--max-body-mb", "1",
+    ]  # fmt: skip
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 0, result.output
+    config = no_serving[0].config
+    assert (config.model, config.served_model_name, config.port) == (str(tmp_path), "m", 9001)
+    assert (config.api_key, config.max_tokens, config.max_num_seqs) == ("k", 64, 2)
+    assert (config.max_queue, config.max_body_bytes) == (3, 2**20)
+    assert FakeServer.instances[0].config.port == 9001
+
+
+def test_serve_reads_the_api_key_from_the_environment(no_serving, tmp_path):
+    result = CliRunner().invoke(cli.main, ["serve", str(tmp_path)], env={"VOMLX_API_KEY": "env"})
+    assert result.exit_code == 0, result.output
+    assert no_serving[0].config.api_key == "env"
+
+
+def test_serve_without_model_serves_the_path_the_builder_prints_last(
+    no_serving, monkeypatch, tmp_path
+):
+    built = tmp_path / "tiny-qwen3"
+    built.mkdir()
+    command = [sys.executable, "-c", f"print('building'); print({str(built)!r})"]
+    monkeypatch.setattr(cli, "TINY_CHECKPOINT_COMMAND", command)
+    result = CliRunner().invoke(cli.main, ["serve"])
+    assert result.exit_code == 0, result.output
+    assert no_serving[0].config.model == str(built)
+    assert no_serving[0].config.served_model_name == "tiny-qwen3"
+
+
+def test_serve_of_an_unreachable_hub_model_fails_clearly(no_serving, monkeypatch):
+    import huggingface_hub
+
+    def offline(repo_id: str) -> str:
+        raise LocalEntryNotFoundError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    result = CliRunner().invoke(cli.main, ["serve", "org/model"])
+    assert result.exit_code != 0
+    assert "unreachable" in result.output
+    assert no_serving == []
+
+
+# -- admin commands ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """Route the CLI's httpx calls into an in-process app over a fake engine."""
+    import httpx
+
+    engine = FakeEngine()
+    client = make_client(engine, api_key="k")
+
+    def request(method, url, headers=None, timeout=None, **kw):
+        return client.request(
+            method, url.replace("http://127.0.0.1:8000", ""), headers=headers, **kw
+        )
+
+    monkeypatch.setattr(httpx, "request", request)
+    with client:
+        yield engine
+
+
+def test_models_load_calls_the_admin_endpoint(server, tmp_path):
+    args = ["models", "load", str(tmp_path), "--served-model-name", "m", "--api-key", "k"]
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 0, result.output
+    assert server.swaps == [(str(tmp_path), "m")]
+    assert json.loads(result.output)["id"] == "m"
+
+
+def test_models_load_failure_exits_non_zero_with_the_server_message(server, tmp_path):
+    server.swap_error = SwapFailed("bad weights", restored=True)
+    result = CliRunner().invoke(cli.main, ["models", "load", str(tmp_path), "--api-key", "k"])
+    assert result.exit_code == 1
+    assert "bad weights" in result.output
+
+
+def test_stats_prints_the_worker_stats(server):
+    result = CliRunner().invoke(cli.main, ["stats"], env={"VOMLX_API_KEY": "k"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"active": 0, "waiting": 0}
+
+
+def test_stats_without_the_key_fails(server):
+    result = CliRunner().invoke(cli.main, ["stats"], env={"VOMLX_API_KEY": ""})
+    assert result.exit_code == 1
+    assert "401" in result.output

@@ -1,0 +1,74 @@
+"""Fixtures that run the real server: the gateway process and its MLX worker process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+import pytest
+
+from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.e2e.server import ServerProcess
+
+API_KEY = "test-key-0123456789"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def qwen3_path() -> str:
+    return str(ensure_checkpoint("qwen3"))
+
+
+@pytest.fixture(scope="session")
+def llama_path() -> str:
+    return str(ensure_checkpoint("llama"))
+
+
+@pytest.fixture(scope="session")
+def start_server(tmp_path_factory):
+    """Starts servers that live until the end of the session (or until a test stops them)."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, api_key: str | None = API_KEY, name: str = "server") -> ServerProcess:
+        log = tmp_path_factory.mktemp("logs") / f"{name}.log"
+        server = ServerProcess(list(args), log, api_key=api_key)
+        started.append(server)
+        server.wait_healthy()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def default_server(start_server, qwen3_path) -> ServerProcess:
+    """`serve` with no MODEL: the embedded default (the tiny qwen3 the builder caches)."""
+    return start_server(name="default")
+
+
+@pytest.fixture(scope="session")
+def llama_server(start_server, llama_path) -> ServerProcess:
+    return start_server(llama_path, name="llama")
+
+
+@pytest.fixture(scope="session")
+def servers(default_server, llama_server, qwen3_path, llama_path) -> dict:
+    return {
+        "qwen3": (default_server, qwen3_path),
+        "llama": (llama_server, llama_path),
+    }
+
+
+def openai_client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=f"{server.url}/v1", api_key=server.api_key or "none", max_retries=0, timeout=120
+    )
+
+
+def model_name(path: str) -> str:
+    return Path(path).name

@@ -1,0 +1,86 @@
+"""Starts the real `vllm-omni-mlx serve` (gateway + worker processes) for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """One gateway process (which spawns its worker), its log file and its base URL."""
+
+    def __init__(self, args: list[str], log_path: Path, api_key: str | None = None):
+        self.port = free_port()
+        self.api_key = api_key
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        cmd = [CLI, "serve", *args, "--port", str(self.port), "--log-level", "info"]
+        if api_key:
+            cmd += ["--api-key", api_key]
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def health(self) -> httpx.Response:
+        return httpx.get(f"{self.url}/health", timeout=5)
+
+    def wait_healthy(self, timeout: float = 180.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                r = self.health()
+                if r.status_code == 200:
+                    return r.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"server not healthy after {timeout}s:\n{self.log()[-4000:]}")
+
+    def worker_pid(self) -> int:
+        return int(self.wait_healthy()["worker_pid"])
+
+    def stats(self) -> dict:
+        r = httpx.get(f"{self.url}/v1/admin/stats", headers=self.headers, timeout=10)
+        r.raise_for_status()
+        return r.json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -21,6 +21,8 @@ from protocol.messages import (
     Step,
     Submit,
     Tag,
+    TokenLogprob,
+    ToolCallDelta,
     Usage,
 )
 
@@ -65,6 +67,10 @@ def _build_delta(values: list[Any]) -> Delta:
         delta.usage = _build(Usage, delta.usage)
     if delta.error is not None:
         delta.error = _build(ErrorInfo, delta.error)
+    if delta.tool_calls:
+        delta.tool_calls = [_build(ToolCallDelta, t) for t in delta.tool_calls]
+    if delta.logprobs is not None:
+        delta.logprobs = [_build(TokenLogprob, t) for t in delta.logprobs]
     return delta
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Tag(IntEnum):
@@ -43,6 +43,7 @@ class FinishReason:
     """Terminal reasons. Every submitted request gets exactly one terminal Delta."""
 
     STOP = "stop"  # EOS or a stop string
+    TOOL_CALLS = "tool_calls"  # the model called tools (Delta.tool_calls)
     LENGTH = "length"  # max_tokens or the context window
     ABORT = "abort"  # aborted by the gateway (client gone, swap, shutdown)
     ERROR = "error"  # request-scoped failure; Delta.error says why
@@ -73,6 +74,10 @@ class SamplingParams:
     seed: int | None = None
     logit_bias: dict[int, float] | None = None
     stop: list[str] = field(default_factory=list)
+    logprobs: int | None = None  # None: off; k >= 0: the chosen token's logprob + top k others
+    # Constrained decoding: {"type": "json_object"} | {"type": "json_schema", "schema": {...}}
+    # | {"type": "tool_call", "required": bool, "name": str | None}; None: unconstrained.
+    constraint: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -110,6 +115,26 @@ class Ready:
 class Usage:
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    reasoning_tokens: int = 0  # completion tokens that went to Delta.reasoning
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A piece of one tool call: id and name come with its first piece, arguments stream."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class TokenLogprob:
+    token_id: int
+    token: str
+    logprob: float
+    top: list[list[Any]] = field(default_factory=list)  # [[token_id, token, logprob], ...]
 
 
 @dataclass(slots=True)
@@ -128,6 +153,9 @@ class Delta:
     finish_reason: str | None = None
     usage: Usage | None = None  # set on the terminal delta
     error: ErrorInfo | None = None  # set when finish_reason == "error"
+    reasoning: str = ""  # reasoning ("thinking") text, kept out of `text`
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None  # one per token in token_ids, when asked
 
 
 @dataclass(slots=True)

@@ -22,6 +22,8 @@ from protocol.messages import (
     Step,
     Submit,
     Tag,
+    TokenLogprob,
+    ToolCallDelta,
     Usage,
 )
 
@@ -37,10 +39,16 @@ PINNED_FIELDS = {
     Fatal: ("message", "detail"),
     SamplingParams: (
         "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-        "presence_penalty", "frequency_penalty", "seed", "logit_bias", "stop",
+        "presence_penalty", "frequency_penalty", "seed", "logit_bias", "stop", "logprobs",
+        "constraint",
     ),
-    Delta: ("request_id", "text", "token_ids", "finish_reason", "usage", "error"),
-    Usage: ("prompt_tokens", "completion_tokens"),
+    Delta: (
+        "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
+        "tool_calls", "logprobs",
+    ),
+    Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
+    ToolCallDelta: ("index", "id", "name", "arguments"),
+    TokenLogprob: ("token_id", "token", "logprob", "top"),
     ErrorInfo: ("code", "message"),
 }  # fmt: skip
 
@@ -51,7 +59,7 @@ PINNED_TAGS = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 1
+    assert PROTOCOL_VERSION == 2
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -79,7 +87,7 @@ def test_submit_wire_layout_is_a_positional_array():
         "r1",
         "chat",
         {"messages": [{"role": "user", "content": "hi"}]},
-        [8, 0.0, None, None, None, None, None, None, None, {5: -1.5}, ["x"]],
+        [8, 0.0, None, None, None, None, None, None, None, {5: -1.5}, ["x"], None, None],
         True,
         None,
     ]
@@ -96,10 +104,28 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None],
-            ["b", "", [], "error", [3, 0], ["bad_request", "too long"]],
+            ["a", "he", [7, 8], None, None, None, "", [], None],
+            ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "too long"], "", [], None],
         ],
     ]
+
+
+def test_delta_wire_layout_nests_tool_calls_and_logprobs():
+    delta = Delta(
+        "c",
+        "",
+        [9],
+        reasoning="hm",
+        tool_calls=[ToolCallDelta(0, "call_1", "get", '{"a"')],
+        logprobs=[TokenLogprob(9, "x", -0.5, [[9, "x", -0.5], [3, "y", -1.0]])],
+    )
+    raw = msgpack.unpackb(encode(Step([delta])))
+    assert raw[1][0][6:] == [
+        "hm",
+        [[0, "call_1", "get", '{"a"']],
+        [[9, "x", -0.5, [[9, "x", -0.5], [3, "y", -1.0]]]],
+    ]
+    assert decode(encode(Step([delta]))) == Step([delta])
 
 
 @pytest.mark.parametrize(
@@ -109,7 +135,14 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
         Abort(["a", "b"]),
         ControlCall(3, "stats"),
         Ready(PROTOCOL_VERSION, "/m", ["chat", "complete"], {"max_context": 4096}, 1234),
-        Step([Delta("a", "x", [1], "length", Usage(2, 1))]),
+        Step([Delta("a", "x", [1], "length", Usage(2, 1, cached_tokens=1))]),
+        Submit(
+            "s",
+            "chat",
+            {"messages": [], "tools": [{"type": "function"}]},
+            SamplingParams(4, logprobs=2, constraint={"type": "json_object"}),
+            True,
+        ),
         ControlReply(3, True, {"active": 0}),
         ControlReply(4, False, None, "no such method"),
         Heartbeat(1.5, 2, 0),

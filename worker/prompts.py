@@ -1,0 +1,124 @@
+"""Prompt building: the exact token ids mlx-lm would feed the model for a chat or a completion.
+
+`build_chat_prompt` and `build_completion_prompt` are what a user of mlx-lm gets when calling
+it directly (the e2e tests compare against that); `prompt_for` validates a Submit's inputs and
+returns its prompt ids, raising RequestError (-> HTTP 400) for input the client can fix.
+Pure Python over the tokenizer: no MLX arrays here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from jinja2 import TemplateError
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+from protocol.messages import Op
+from worker.errors import bad_request
+
+
+class PromptLimits(Protocol):
+    """What prompt_for needs to know about the loaded model (worker.text_engine.TextModel)."""
+
+    tokenizer: TokenizerWrapper
+    max_context: int | None
+    vocab_size: int
+
+
+# Keys that build_chat_prompt sets itself; a client may not override them.
+_RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict"}
+)
+
+
+def build_chat_prompt(
+    tokenizer: TokenizerWrapper,
+    messages: Sequence[Mapping[str, Any]],
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> list[int]:
+    """Prompt token ids for a chat, built the way mlx_lm/server.py builds them.
+
+    mlx-lm's TokenizerWrapper.apply_chat_template forces `return_dict=False`, so transformers 5
+    returns plain ids rather than a BatchEncoding; the Mapping branch is a guard for a raw
+    transformers tokenizer, which returns a BatchEncoding by default in transformers 5.
+    """
+    prompt = tokenizer.apply_chat_template(
+        list(messages),
+        add_generation_prompt=True,
+        tokenize=True,
+        **dict(chat_template_kwargs or {}),
+    )
+    if isinstance(prompt, Mapping):
+        prompt = prompt["input_ids"]
+    return [int(t) for t in prompt]
+
+
+def build_completion_prompt(tokenizer: TokenizerWrapper, prompt: str | Sequence[int]) -> list[int]:
+    """Prompt token ids for a completion, exactly as `mlx_lm.stream_generate` encodes them.
+
+    A string gets the tokenizer's special tokens unless it already starts with the BOS text;
+    a list of ids is used as is.
+    """
+    if isinstance(prompt, str):
+        bos = tokenizer.bos_token
+        add_special_tokens = bos is None or not prompt.startswith(bos)
+        return list(tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
+    return [int(t) for t in prompt]
+
+
+def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> list[int]:
+    """Validates a Submit's inputs and returns its prompt ids; RequestError when they are bad."""
+    if not isinstance(inputs, Mapping):
+        raise bad_request("inputs must be an object")
+    if op == Op.CHAT:
+        tokens = _chat_tokens(text_model.tokenizer, inputs)
+    elif op == Op.COMPLETE:
+        tokens = _completion_tokens(text_model, inputs)
+    else:
+        raise bad_request(f"operation {op!r} is not supported by this model (chat, complete)")
+    if not tokens:
+        raise bad_request("the prompt is empty")
+    limit = text_model.max_context
+    if limit is not None and len(tokens) >= limit:
+        raise bad_request(f"prompt is {len(tokens)} tokens, the model's context is {limit}")
+    return tokens
+
+
+def _chat_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+    messages = inputs.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("messages must be a non-empty list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise bad_request(f"messages[{i}] must be an object with a string 'role'")
+        if not isinstance(message.get("content"), str):
+            raise bad_request(f"messages[{i}].content must be a string")
+    kwargs = inputs.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise bad_request("chat_template_kwargs must be an object")
+    reserved = sorted(_RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
+    if reserved:
+        raise bad_request(f"chat_template_kwargs may not set {', '.join(reserved)}")
+    if not tokenizer.has_chat_template:
+        raise bad_request("this model has no chat template; use the completions API")
+    try:
+        return build_chat_prompt(tokenizer, messages, kwargs)
+    except TemplateError as exc:
+        raise bad_request(f"the chat template rejected the messages: {exc}") from exc
+
+
+def _completion_tokens(text_model: PromptLimits, inputs: Mapping[str, Any]) -> list[int]:
+    prompt = inputs.get("prompt")
+    if isinstance(prompt, str):
+        return build_completion_prompt(text_model.tokenizer, prompt)
+    if not isinstance(prompt, list):
+        raise bad_request("prompt must be a string or a list of token ids")
+    for i, token in enumerate(prompt):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise bad_request(f"prompt[{i}] is not a token id: {token!r}")
+        if not 0 <= token < text_model.vocab_size:
+            raise bad_request(
+                f"prompt[{i}] = {token} is out of range (vocabulary size {text_model.vocab_size})"
+            )
+    return build_completion_prompt(text_model.tokenizer, prompt)

@@ -18,6 +18,7 @@ from protocol.messages import (
     ErrorInfo,
     Message,
     SamplingParams,
+    Segment,
     Step,
     Submit,
     Tag,
@@ -71,6 +72,8 @@ def _build_delta(values: list[Any]) -> Delta:
         delta.tool_calls = [_build(ToolCallDelta, t) for t in delta.tool_calls]
     if delta.logprobs is not None:
         delta.logprobs = [_build(TokenLogprob, t) for t in delta.logprobs]
+    if delta.segments:
+        delta.segments = [_build(Segment, s) for s in delta.segments]
     return delta
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Tag(IntEnum):
@@ -37,6 +37,8 @@ class Op:
 
     CHAT = "chat"  # inputs: {"messages": [...], "chat_template_kwargs": {...}}
     COMPLETE = "complete"  # inputs: {"prompt": str | list[int]}
+    SPEECH = "speech"  # text -> PCM; inputs: {"input", "voice", "instructions", ...}
+    TRANSCRIBE = "transcribe"  # audio -> text; inputs: {"audio": bytes, "language", ...}
 
 
 class FinishReason:
@@ -109,6 +111,9 @@ class Ready:
     capabilities: list[str]  # e.g. ["chat", "complete"]
     limits: dict[str, Any]  # e.g. {"max_context": 32768, "max_num_seqs": 8}
     pid: int
+    # Speech out: [{"name": str, "language": str | None, ...}] plus what the TTS model can do,
+    # e.g. {"voices": [...], "cloning": bool, "descriptions": bool, "sample_rate": 24000}.
+    audio: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -127,6 +132,17 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+
+@dataclass(slots=True)
+class Segment:
+    """A timed piece of a transcription; `words` as [[word, start, end], ...] when asked."""
+
+    id: int
+    start: float  # seconds from the start of the audio
+    end: float
+    text: str
+    words: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -156,6 +172,9 @@ class Delta:
     reasoning: str = ""  # reasoning ("thinking") text, kept out of `text`
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None  # one per token in token_ids, when asked
+    audio: bytes = b""  # PCM frames (little-endian int16 unless the request asked float32)
+    sample_rate: int = 0  # of `audio`; 0 when there is none
+    segments: list[Segment] = field(default_factory=list)  # transcription segments
 
 
 @dataclass(slots=True)

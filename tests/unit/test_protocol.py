@@ -21,6 +21,7 @@ from protocol.messages import (
     SamplingParams,
     Step,
     Submit,
+    Segment,
     Tag,
     TokenLogprob,
     ToolCallDelta,
@@ -32,7 +33,7 @@ PINNED_FIELDS = {
     Submit: ("request_id", "op", "inputs", "sampling", "stream", "deadline"),
     Abort: ("request_ids",),
     ControlCall: ("call_id", "method", "args"),
-    Ready: ("protocol_version", "model", "capabilities", "limits", "pid"),
+    Ready: ("protocol_version", "model", "capabilities", "limits", "pid", "audio"),
     Step: ("deltas",),
     ControlReply: ("call_id", "ok", "result", "error"),
     Heartbeat: ("time", "active", "waiting"),
@@ -44,8 +45,9 @@ PINNED_FIELDS = {
     ),
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
-        "tool_calls", "logprobs",
+        "tool_calls", "logprobs", "audio", "sample_rate", "segments",
     ),
+    Segment: ("id", "start", "end", "text", "words"),
     Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
     ToolCallDelta: ("index", "id", "name", "arguments"),
     TokenLogprob: ("token_id", "token", "logprob", "top"),
@@ -59,7 +61,7 @@ PINNED_TAGS = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 2
+    assert PROTOCOL_VERSION == 3
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -104,8 +106,21 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None],
-            ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "too long"], "", [], None],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, []],
+            [
+                "b",
+                "",
+                [],
+                "error",
+                [3, 0, 0, 0],
+                ["bad_request", "too long"],
+                "",
+                [],
+                None,
+                b"",
+                0,
+                [],
+            ],
         ],
     ]
 
@@ -120,7 +135,7 @@ def test_delta_wire_layout_nests_tool_calls_and_logprobs():
         logprobs=[TokenLogprob(9, "x", -0.5, [[9, "x", -0.5], [3, "y", -1.0]])],
     )
     raw = msgpack.unpackb(encode(Step([delta])))
-    assert raw[1][0][6:] == [
+    assert raw[1][0][6:9] == [
         "hm",
         [[0, "call_1", "get", '{"a"']],
         [[9, "x", -0.5, [[9, "x", -0.5], [3, "y", -1.0]]]],
@@ -146,6 +161,13 @@ def test_delta_wire_layout_nests_tool_calls_and_logprobs():
         ControlReply(3, True, {"active": 0}),
         ControlReply(4, False, None, "no such method"),
         Heartbeat(1.5, 2, 0),
+        Ready(3, "/tts", ["speech"], {}, 7, {"voices": [{"name": "aiden"}], "sample_rate": 24000}),
+        Step(
+            [
+                Delta("t", audio=b"\x00\x01" * 4, sample_rate=24000),
+                Delta("s", "hi", segments=[Segment(0, 0.0, 1.5, "hi", [["hi", 0.1, 0.4]])]),
+            ]
+        ),
         Fatal("cannot load", "Traceback ..."),
     ],
     ids=lambda m: type(m).__name__,

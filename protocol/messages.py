@@ -175,6 +175,7 @@ class Delta:
     audio: bytes = b""  # PCM frames (little-endian int16 unless the request asked float32)
     sample_rate: int = 0  # of `audio`; 0 when there is none
     segments: list[Segment] = field(default_factory=list)  # transcription segments
+    language: str = ""  # a transcription's (detected) language
 
 
 @dataclass(slots=True)

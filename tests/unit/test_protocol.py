@@ -45,7 +45,7 @@ PINNED_FIELDS = {
     ),
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
-        "tool_calls", "logprobs", "audio", "sample_rate", "segments",
+        "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
     ),
     Segment: ("id", "start", "end", "text", "words"),
     Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
@@ -106,7 +106,7 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, []],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], ""],
             [
                 "b",
                 "",
@@ -165,7 +165,12 @@ def test_delta_wire_layout_nests_tool_calls_and_logprobs():
         Step(
             [
                 Delta("t", audio=b"\x00\x01" * 4, sample_rate=24000),
-                Delta("s", "hi", segments=[Segment(0, 0.0, 1.5, "hi", [["hi", 0.1, 0.4]])]),
+                Delta(
+                    "s",
+                    "hi",
+                    segments=[Segment(0, 0.0, 1.5, "hi", [["hi", 0.1, 0.4]])],
+                    language="en",
+                ),
             ]
         ),
         Fatal("cannot load", "Traceback ..."),

@@ -1,0 +1,38 @@
+"""The interface every modality engine in the worker implements (text, speech out, speech in).
+
+The worker's MLX thread owns one engine per loaded modality and, each iteration, routes new
+Submits to the engine that serves their `op`, applies aborts, calls `step()` on every engine
+with work, and sends all the deltas of that iteration in one Step message. Engines run only
+on the MLX thread. Invariants each engine keeps:
+- `admit` returns the request's empty "accepted" Delta, or its terminal error Delta when the
+  input is bad (RequestError -> ErrorCode.BAD_REQUEST); nothing else;
+- every admitted request later gets exactly one terminal Delta (from `step` or `abort`),
+  carrying `usage` (for audio: prompt_tokens = input characters or audio seconds rounded up,
+  completion_tokens = generated tokens / frames; say which in the engine's docstring);
+- `step` does one bounded unit of work for every active request (a decode step, a few audio
+  frames, one ASR window), so aborts take effect between units;
+- `abort` ends the named requests it knows with finish_reason "abort" and ignores the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from protocol.messages import Delta, Submit
+
+
+class Engine(Protocol):
+    ops: frozenset[str]  # the Submit ops it serves, e.g. {"speech"}
+
+    def admit(self, submit: Submit) -> Delta: ...
+
+    def step(self) -> list[Delta]: ...
+
+    def abort(self, request_ids: Iterable[str]) -> list[Delta]: ...
+
+    def active_ids(self) -> list[str]: ...
+
+    def capabilities(self) -> list[str]: ...  # for Ready.capabilities, e.g. ["speech"]
+
+    def ready_info(self) -> dict[str, Any]: ...  # merged into Ready.limits / Ready.audio

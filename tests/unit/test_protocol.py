@@ -120,6 +120,7 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
                 b"",
                 0,
                 [],
+                "",
             ],
         ],
     ]

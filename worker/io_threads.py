@@ -18,6 +18,7 @@ import zmq
 
 from protocol import ProtocolError, decode, encode
 from protocol.messages import Abort, ControlCall, ControlReply, Heartbeat, Message, Submit
+from worker.errors import RequestError
 from worker.handoff import Handoff, ShutdownRequest
 from worker.stats import WorkerStats
 
@@ -50,7 +51,13 @@ class Receiver(threading.Thread):
         self._controls: dict[str, Callable[[ControlCall], None]] = {
             "stats": self._control_stats,
             "shutdown": self._control_shutdown,
+            "count_tokens": self._control_count_tokens,
         }
+        # chat inputs -> prompt length; set once the model is loaded (token_counting.py).
+        self._count_tokens: Callable[[dict[str, Any]], int] | None = None
+
+    def set_token_counter(self, count: Callable[[dict[str, Any]], int]) -> None:
+        self._count_tokens = count
 
     def stop(self) -> None:
         self._stopping.set()
@@ -97,6 +104,20 @@ class Receiver(threading.Thread):
 
     def _control_stats(self, call: ControlCall) -> None:
         self._outbox.put(ControlReply(call_id=call.call_id, ok=True, result=self._stats.snapshot()))
+
+    def _control_count_tokens(self, call: ControlCall) -> None:
+        if self._count_tokens is None:
+            reply = ControlReply(call.call_id, ok=False, error="no model is loaded yet")
+        else:
+            try:
+                count = self._count_tokens(call.args)
+                reply = ControlReply(call.call_id, ok=True, result={"input_tokens": count})
+            except RequestError as exc:
+                reply = ControlReply(call.call_id, ok=False, error=exc.message)
+            except Exception as exc:  # every call gets a reply, or the gateway waits for it
+                log.exception("count_tokens failed")
+                reply = ControlReply(call.call_id, ok=False, error=f"internal error: {exc}")
+        self._outbox.put(reply)
 
     def _control_shutdown(self, call: ControlCall) -> None:
         # The MLX thread aborts every request, replies and ends its loop; the flag also stops

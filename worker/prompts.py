@@ -4,10 +4,18 @@
 it directly (the e2e tests compare against that); `prompt_for` validates a Submit's inputs and
 returns its prompt ids, raising RequestError (-> HTTP 400) for input the client can fix.
 Pure Python over the tokenizer: no MLX arrays here.
+
+Chats with tools: the tools go to the template as `tools` (they are rendered also with
+tool_choice "none", as vLLM does: the model sees them, the server just does not parse calls);
+an assistant turn's `tool_calls` get their `arguments` decoded from the JSON text the API
+carries into the object most templates expect (Qwen's accepts either, Llama's `tojson`s it),
+and its `reasoning_content` reaches templates that render earlier thinking. A `developer`
+turn is a system turn.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -28,7 +36,7 @@ class PromptLimits(Protocol):
 
 # Keys that build_chat_prompt sets itself; a client may not override them.
 _RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict"}
+    {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict", "tools"}
 )
 
 
@@ -36,6 +44,7 @@ def build_chat_prompt(
     tokenizer: TokenizerWrapper,
     messages: Sequence[Mapping[str, Any]],
     chat_template_kwargs: Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[int]:
     """Prompt token ids for a chat, built the way mlx_lm/server.py builds them.
 
@@ -43,11 +52,14 @@ def build_chat_prompt(
     returns plain ids rather than a BatchEncoding; the Mapping branch is a guard for a raw
     transformers tokenizer, which returns a BatchEncoding by default in transformers 5.
     """
+    kwargs = dict(chat_template_kwargs or {})
+    if tools:
+        kwargs["tools"] = list(tools)
     prompt = tokenizer.apply_chat_template(
-        list(messages),
+        [_template_message(m) for m in messages],
         add_generation_prompt=True,
         tokenize=True,
-        **dict(chat_template_kwargs or {}),
+        **kwargs,
     )
     if isinstance(prompt, Mapping):
         prompt = prompt["input_ids"]
@@ -72,7 +84,7 @@ def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> 
     if not isinstance(inputs, Mapping):
         raise bad_request("inputs must be an object")
     if op == Op.CHAT:
-        tokens = _chat_tokens(text_model.tokenizer, inputs)
+        tokens = chat_prompt_tokens(text_model.tokenizer, inputs)
     elif op == Op.COMPLETE:
         tokens = _completion_tokens(text_model, inputs)
     else:
@@ -85,27 +97,85 @@ def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> 
     return tokens
 
 
-def _chat_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
     messages = inputs.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list")
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise bad_request(f"messages[{i}] must be an object with a string 'role'")
-        if not isinstance(message.get("content"), str):
-            raise bad_request(f"messages[{i}].content must be a string")
+        _check_message(i, message)
     kwargs = inputs.get("chat_template_kwargs") or {}
     if not isinstance(kwargs, Mapping):
         raise bad_request("chat_template_kwargs must be an object")
     reserved = sorted(_RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
     if reserved:
         raise bad_request(f"chat_template_kwargs may not set {', '.join(reserved)}")
+    tools = chat_tools(inputs)
     if not tokenizer.has_chat_template:
         raise bad_request("this model has no chat template; use the completions API")
     try:
-        return build_chat_prompt(tokenizer, messages, kwargs)
+        return build_chat_prompt(tokenizer, messages, kwargs, tools)
     except TemplateError as exc:
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc
+
+
+def chat_tools(inputs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The request's tools, checked: OpenAI function tools with a name (RequestError if not)."""
+    tools = inputs.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise bad_request("tools must be a list")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            raise bad_request(f"tools[{i}] must be an object with type 'function'")
+        function = tool.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise bad_request(f"tools[{i}].function must be an object with a string 'name'")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise bad_request(f"tools[{i}].function.parameters must be an object")
+    return tools
+
+
+def _check_message(i: int, message: Any) -> None:
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise bad_request(f"messages[{i}] must be an object with a string 'role'")
+    if not isinstance(message.get("content"), str):
+        raise bad_request(f"messages[{i}].content must be a string")
+    tool_calls = message.get("tool_calls")
+    if tool_calls is None:
+        return
+    if message["role"] != "assistant" or not isinstance(tool_calls, list):
+        raise bad_request(f"messages[{i}].tool_calls must be a list on an assistant message")
+    for j, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise bad_request(f"messages[{i}].tool_calls[{j}].function must have a string 'name'")
+        if not isinstance(function.get("arguments", ""), (str, Mapping)):
+            raise bad_request(f"messages[{i}].tool_calls[{j}].function.arguments must be a string")
+
+
+def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The message as chat templates expect it (see the module docstring)."""
+    if message.get("role") == "developer":
+        message = {**message, "role": "system"}
+    tool_calls = message.get("tool_calls")
+    if not tool_calls:
+        return message
+    calls = []
+    for call in tool_calls:
+        function = dict(call["function"])
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                decoded = json.loads(arguments or "{}")
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, dict):
+                function["arguments"] = decoded
+        calls.append({**call, "function": function})
+    return {**message, "tool_calls": calls}
 
 
 def _completion_tokens(text_model: PromptLimits, inputs: Mapping[str, Any]) -> list[int]:

@@ -1,11 +1,18 @@
-"""The MLX thread's loop: admit, abort, expire and advance requests; one Step per iteration.
+"""The MLX thread's loop: admit, abort, expire and step requests; one Step message per iteration.
 
-Foundation version (continuous batching comes later): up to `max_num_seqs` requests are
-active, each with its own generator and KV cache, advanced by one token each per iteration in
-round-robin order; the rest wait in FIFO order. Invariants:
-- every Submit gets exactly one terminal Delta, and it carries usage;
-- a request's first Delta is an empty "accepted" Delta, sent before its prefill starts;
-- all deltas of one iteration travel in one Step message (none when nothing happened).
+The scheduler owns the request lifecycle; the engines (worker.engine_api.Engine, e.g. the text
+engine with continuous batching) own the model work. Each iteration:
+1. drain the abort set, then the inbox (so an abort is never seen before its own Submit);
+2. end aborted and expired requests (the engines apply it between their units of work: decode
+   steps, prefill chunks);
+3. `step()` every engine that has active requests (one decode step for every generating
+   request, one prefill chunk for every prefilling one);
+4. admit waiting requests (FIFO) while fewer than `max_num_seqs` are active: the engine checks
+   and tokenizes each and answers its empty "accepted" Delta, before its prefill starts (that
+   is the next iteration's step);
+5. send every Delta of the iteration in one Step message (none when nothing happened).
+Invariants: every Submit gets exactly one terminal Delta, and it carries usage; a request's
+first Delta is its accepted Delta (or its terminal error).
 """
 
 from __future__ import annotations
@@ -14,9 +21,8 @@ import logging
 import queue
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from protocol.messages import (
     ControlReply,
@@ -28,43 +34,12 @@ from protocol.messages import (
     Submit,
     Usage,
 )
-from worker.errors import RequestError
+from worker.engine_api import Engine
+from worker.errors import RequestError, bad_request
 from worker.handoff import Handoff, ShutdownRequest
 from worker.stats import WorkerStats
 
 log = logging.getLogger(__name__)
-
-
-class TokenStepLike(Protocol):
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None
-
-
-class Generation(Protocol):
-    """One request's generation state (worker.text_engine.TextGeneration for text)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-    def advance(self) -> TokenStepLike: ...
-
-    def close(self) -> None: ...
-
-
-# Builds a request's Generation (validating and tokenizing it); the callback may raise
-# PrefillInterrupted between prefill chunks.
-StartFn = Callable[[Submit, Callable[[int, int], None]], Generation]
-
-
-class PrefillInterrupted(Exception):
-    """Raised from the prefill progress callback to stop a prefill (abort, deadline)."""
-
-    def __init__(self, finish_reason: str, error: ErrorInfo | None = None) -> None:
-        super().__init__(finish_reason)
-        self.finish_reason = finish_reason
-        self.error = error
-
 
 _DEADLINE_ERROR = ErrorInfo(code=ErrorCode.DEADLINE, message="the request's deadline passed")
 
@@ -72,7 +47,7 @@ _DEADLINE_ERROR = ErrorInfo(code=ErrorCode.DEADLINE, message="the request's dead
 @dataclass(slots=True)
 class _Active:
     submit: Submit
-    generation: Generation
+    engine: Engine
 
 
 class Scheduler:
@@ -80,7 +55,7 @@ class Scheduler:
 
     def __init__(
         self,
-        start: StartFn,
+        engines: Sequence[Engine],
         handoff: Handoff,
         outbox: queue.SimpleQueue,
         stats: WorkerStats,
@@ -88,14 +63,14 @@ class Scheduler:
         idle_wait: float = 0.1,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._start = start
+        self._engines = list(engines)
         self._handoff = handoff
         self._outbox = outbox
         self._stats = stats
         self._max_num_seqs = max_num_seqs
         self._idle_wait = idle_wait
         self._clock = clock
-        self._active: list[_Active] = []
+        self._active: dict[str, _Active] = {}
         self._waiting: deque[Submit] = deque()
 
     def run(self) -> None:
@@ -115,18 +90,15 @@ class Scheduler:
             else:
                 self._enqueue(item, deltas)
         if shutdown is not None:
-            self._abort(
-                {a.submit.request_id for a in self._active} | {s.request_id for s in self._waiting},
-                deltas,
-            )
+            self._abort(set(self._active) | {s.request_id for s in self._waiting}, deltas)
             self._emit(deltas)
             self._outbox.put(ControlReply(call_id=shutdown.call_id, ok=True))
             return False
         self._abort(aborted, deltas)
         self._expire(deltas)
-        self._advance(deltas)
+        self._step(deltas)
         self._admit(deltas)
-        self._stats.set_queue([a.submit.request_id for a in self._active], len(self._waiting))
+        self._stats.set_queue(list(self._active), len(self._waiting))
         self._emit(deltas)
         return True
 
@@ -139,17 +111,14 @@ class Scheduler:
         if deadline is not None and (
             isinstance(deadline, bool) or not isinstance(deadline, (int, float))
         ):
-            error = RequestError(f"deadline must be a number, got {deadline!r}")
-            deltas.append(
-                _terminal(submit.request_id, FinishReason.ERROR, Usage(0, 0), error.info())
-            )
+            error = bad_request(f"deadline must be a number, got {deadline!r}")
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
             return
-        known = {a.submit.request_id for a in self._active} | {s.request_id for s in self._waiting}
-        if submit.request_id in known:
+        if submit.request_id in self._active or any(
+            s.request_id == submit.request_id for s in self._waiting
+        ):
             error = RequestError(f"request id {submit.request_id!r} is already in use")
-            deltas.append(
-                _terminal(submit.request_id, FinishReason.ERROR, Usage(0, 0), error.info())
-            )
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
             return
         self._waiting.append(submit)
 
@@ -157,108 +126,125 @@ class Scheduler:
         """Ends the named active or waiting requests with "abort"; unknown ids are finished ones."""
         if not request_ids:
             return
-        for active in [a for a in self._active if a.submit.request_id in request_ids]:
-            self._finish(active, FinishReason.ABORT, deltas)
         for submit in [s for s in self._waiting if s.request_id in request_ids]:
             self._waiting.remove(submit)
             self._stats.count_abort()
-            deltas.append(_terminal(submit.request_id, FinishReason.ABORT, Usage(0, 0)))
+            deltas.append(_terminal(submit.request_id, FinishReason.ABORT))
+        for delta in self._end_active([i for i in request_ids if i in self._active]):
+            self._stats.count_abort()
+            deltas.append(delta)
 
     def _expire(self, deltas: list[Delta]) -> None:
         now = self._clock()
-        for active in [a for a in self._active if _expired(a.submit, now)]:
-            self._finish(active, FinishReason.ERROR, deltas, _DEADLINE_ERROR)
         for submit in [s for s in self._waiting if _expired(s, now)]:
             self._waiting.remove(submit)
-            deltas.append(
-                _terminal(submit.request_id, FinishReason.ERROR, Usage(0, 0), _DEADLINE_ERROR)
-            )
-
-    def _advance(self, deltas: list[Delta]) -> None:
-        """One token for every active request, in admission order."""
-        for active in list(self._active):
-            request_id = active.submit.request_id
-            try:
-                step = active.generation.advance()
-            except PrefillInterrupted as stop:
-                self._finish(active, stop.finish_reason, deltas, stop.error)
-                continue
-            except RequestError as exc:
-                self._finish(active, FinishReason.ERROR, deltas, exc.info())
-                continue
-            except Exception as exc:
-                log.exception("request %s failed", request_id)
-                error = ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                self._finish(active, FinishReason.ERROR, deltas, error)
-                continue
-            self._stats.count_tokens(generated=len(step.token_ids))
-            delta = Delta(request_id, text=step.text, token_ids=list(step.token_ids))
-            if step.finish_reason is not None:
-                self._active.remove(active)
-                delta.finish_reason = step.finish_reason
-                delta.usage = _usage(active.generation)
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, _DEADLINE_ERROR))
+        expired = [i for i, a in self._active.items() if _expired(a.submit, now)]
+        for delta in self._end_active(expired):
+            # The engine ended it as an abort; the client is told why.
+            delta.finish_reason = FinishReason.ERROR
+            delta.error = _DEADLINE_ERROR
             deltas.append(delta)
 
+    def _end_active(self, request_ids: list[str]) -> list[Delta]:
+        """Asks the engines to end these active requests; their terminal Deltas."""
+        ended: list[Delta] = []
+        for engine in self._engines:
+            mine = [i for i in request_ids if self._active[i].engine is engine]
+            if not mine:
+                continue
+            try:
+                got = engine.abort(mine)
+            except Exception as exc:
+                log.exception("aborting %s failed", mine)
+                got = [_terminal(i, FinishReason.ERROR, _internal(exc)) for i in mine]
+            ended += self._settle(got, mine)
+        return ended
+
+    def _step(self, deltas: list[Delta]) -> None:
+        for engine in self._engines:
+            mine = [i for i, a in self._active.items() if a.engine is engine]
+            if not mine:
+                continue
+            try:
+                produced = engine.step()
+            except Exception as exc:  # the engine broke its promise; its requests end here
+                log.exception("an engine step failed")
+                produced = engine_failed(engine, mine, exc)
+            for delta in produced:
+                self._stats.count_tokens(generated=len(delta.token_ids))
+                if delta.finish_reason is not None:
+                    self._finished(delta)
+                deltas.append(delta)
+
     def _admit(self, deltas: list[Delta]) -> None:
-        """Starts waiting requests while there is room; each gets its empty "accepted" Delta."""
+        """Starts waiting requests while there is room; each gets its accepted Delta."""
         while self._waiting and len(self._active) < self._max_num_seqs:
             submit = self._waiting.popleft()
-            try:
-                generation = self._start(submit, self._prefill_guard(submit))
-            except RequestError as exc:
-                deltas.append(
-                    _terminal(submit.request_id, FinishReason.ERROR, Usage(0, 0), exc.info())
+            engine = self._route(submit.op)
+            if engine is None:
+                ops = ", ".join(sorted({op for e in self._engines for op in e.ops}))
+                error = bad_request(
+                    f"operation {submit.op!r} is not supported by this model ({ops})"
                 )
+                deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
                 continue
+            try:
+                delta = engine.admit(submit)
             except Exception as exc:
                 log.exception("request %s could not start", submit.request_id)
-                error = ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                deltas.append(_terminal(submit.request_id, FinishReason.ERROR, Usage(0, 0), error))
-                continue
-            self._stats.count_tokens(prompt=generation.prompt_tokens)
-            self._active.append(_Active(submit, generation))
-            deltas.append(Delta(submit.request_id))
+                delta = _terminal(submit.request_id, FinishReason.ERROR, _internal(exc))
+            if delta.finish_reason is None:
+                self._active[submit.request_id] = _Active(submit, engine)
+            deltas.append(delta)
 
-    def _prefill_guard(self, submit: Submit) -> Callable[[int, int], None]:
-        """The callback mlx-lm calls between prefill chunks: stops a prefill that must end."""
-        request_id, deadline = submit.request_id, submit.deadline
+    def _route(self, op: object) -> Engine | None:
+        return next((e for e in self._engines if op in e.ops), None)
 
-        def check(_processed: int, _total: int) -> None:
-            if self._handoff.shutdown.is_set() or request_id in self._handoff.aborts:
-                raise PrefillInterrupted(FinishReason.ABORT)
-            if deadline is not None and self._clock() > deadline:
-                raise PrefillInterrupted(FinishReason.ERROR, _DEADLINE_ERROR)
+    def _settle(self, got: list[Delta], request_ids: list[str]) -> list[Delta]:
+        """Every id in `request_ids` ends exactly once, whatever the engine returned."""
+        ended = {d.request_id for d in got if d.finish_reason is not None}
+        got += [
+            _terminal(i, FinishReason.ERROR, ErrorInfo(ErrorCode.INTERNAL, "lost by its engine"))
+            for i in request_ids
+            if i not in ended
+        ]
+        for delta in got:
+            if delta.finish_reason is not None:
+                self._finished(delta)
+        return got
 
-        return check
-
-    def _finish(
-        self,
-        active: _Active,
-        reason: str,
-        deltas: list[Delta],
-        error: ErrorInfo | None = None,
-    ) -> None:
-        self._active.remove(active)
-        try:
-            active.generation.close()
-        except Exception:
-            log.exception("closing request %s failed", active.submit.request_id)
-        if reason == FinishReason.ABORT:
-            self._stats.count_abort()
-        deltas.append(_terminal(active.submit.request_id, reason, _usage(active.generation), error))
+    def _finished(self, delta: Delta) -> None:
+        if self._active.pop(delta.request_id, None) is not None and delta.usage is not None:
+            self._stats.count_tokens(prompt=delta.usage.prompt_tokens)
 
     def _emit(self, deltas: list[Delta]) -> None:
         if deltas:
             self._outbox.put(Step(deltas=deltas))
 
 
+def engine_failed(engine: Engine, request_ids: list[str], exc: Exception) -> list[Delta]:
+    """Terminal internal errors for the requests of an engine whose step raised."""
+    try:
+        ended = engine.abort(request_ids)
+    except Exception:
+        ended = []
+    usage = {d.request_id: d.usage for d in ended}
+    return [
+        _terminal(i, FinishReason.ERROR, _internal(exc), usage.get(i) or Usage(0, 0))
+        for i in request_ids
+    ]
+
+
 def _expired(submit: Submit, now: float) -> bool:
     return submit.deadline is not None and now > submit.deadline
 
 
-def _usage(generation: Generation) -> Usage:
-    return Usage(generation.prompt_tokens, generation.completion_tokens)
+def _internal(exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
-def _terminal(request_id: str, reason: str, usage: Usage, error: ErrorInfo | None = None) -> Delta:
-    return Delta(request_id, finish_reason=reason, usage=usage, error=error)
+def _terminal(
+    request_id: str, reason: str, error: ErrorInfo | None = None, usage: Usage | None = None
+) -> Delta:
+    return Delta(request_id, finish_reason=reason, usage=usage or Usage(0, 0), error=error)

@@ -15,9 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import mlx.core as mx
 import pytest
 import zmq
 from mlx_lm import stream_generate
+from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from protocol import Endpoints, decode, encode
@@ -178,8 +180,9 @@ def bound(tmp_path_factory):
     context.term()
 
 
-def spawn(model: str, endpoints: Endpoints) -> subprocess.Popen:
-    return subprocess.Popen(worker_command(model, endpoints, os.getpid()), cwd=ROOT)
+def spawn(model: str, endpoints: Endpoints, *flags: str, env=None) -> subprocess.Popen:
+    command = worker_command(model, endpoints, os.getpid()) + list(flags)
+    return subprocess.Popen(command, cwd=ROOT, env=env)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -223,7 +226,7 @@ def test_ready_carries_the_protocol_version_and_limits(worker, checkpoint):
     assert ready.protocol_version == PROTOCOL_VERSION
     assert ready.model == checkpoint
     assert ready.capabilities == ["chat", "complete"]
-    assert ready.limits == {"max_context": 4096, "max_num_seqs": 8}
+    assert ready.limits == {"max_context": 4096, "max_num_seqs": 8, "batching": "continuous"}
     assert ready.pid == worker.process.pid
 
 
@@ -236,7 +239,8 @@ def test_greedy_chat_equals_mlx_lm_stream_generate(worker, reference):
     assert text_of(deltas) == text
     assert tokens_of(deltas) == tokens
     assert deltas[-1].finish_reason == FinishReason.LENGTH
-    assert deltas[-1].usage == Usage(prompt_len, 16)
+    usage = deltas[-1].usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (prompt_len, 16)
     assert [d for d in deltas if d.finish_reason] == [deltas[-1]]
 
 
@@ -255,7 +259,8 @@ def test_a_stop_string_truncates_the_output(worker, reference):
     deltas = worker.finished("stopped")
     assert text_of(deltas) == text[: text.find(stop)]
     assert deltas[-1].finish_reason == FinishReason.STOP
-    assert deltas[-1].usage == Usage(prompt_len, completing)
+    usage = deltas[-1].usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (prompt_len, completing)
 
 
 def test_two_interleaved_greedy_requests_each_equal_their_solo_output(worker, reference):
@@ -346,6 +351,60 @@ def test_a_load_failure_sends_fatal_and_exits_1(bound, tmp_path):
         assert client.process.wait(10) == 1
     finally:
         stop(client.process)
+
+
+def fatal_of(bound, *flags: str, model: str, env=None) -> Fatal:
+    """Spawns a worker that must refuse to start; its Fatal message (it exits 1)."""
+    endpoints, client = bound()
+    client.process = spawn(model, endpoints, *flags, env=env)
+    try:
+        client.wait_for(lambda: client.others, timeout=30, what="FATAL")
+        [fatal] = client.others
+        assert isinstance(fatal, Fatal)
+        assert client.process.wait(10) == 1
+        return fatal
+    finally:
+        stop(client.process)
+
+
+def test_a_draft_model_with_another_vocabulary_is_refused_at_start(checkpoint, bound):
+    llama = str(ensure_checkpoint("llama"))
+    fatal = fatal_of(bound, "--draft-model", llama, model=checkpoint)
+    assert "vocabulary" in fatal.message and llama in fatal.message
+
+
+def test_a_kv_group_size_that_does_not_divide_the_head_size_is_refused_at_start(checkpoint, bound):
+    fatal = fatal_of(bound, "--kv-bits", "8", "--kv-group-size", "64", model=checkpoint)
+    assert "--kv-group-size 64" in fatal.message
+
+
+def test_blas_openblas_without_openblas_loaded_is_refused_at_start(checkpoint, bound):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    fatal = fatal_of(bound, "--blas", "openblas", model=checkpoint, env=env)
+    assert "OpenBLAS is not loaded" in fatal.message
+
+
+def test_logprobs_equal_mlx_lm_generate_step(worker, checkpoint):
+    text_model = load_text_model(checkpoint)
+    prompt = build_chat_prompt(text_model.tokenizer, POEM, None)
+    reference = list(
+        generate_step(mx.array(prompt), text_model.model, max_tokens=5, sampler=make_sampler(0.0))
+    )
+    worker.submit("lp", {"messages": POEM}, max_tokens=5, logprobs=2)
+    entries = [e for d in worker.finished("lp") for e in (d.logprobs or [])]
+    assert [e.token_id for e in entries] == [t for t, _ in reference]
+    for entry, (token, logprobs) in zip(entries, reference, strict=True):
+        assert entry.logprob == pytest.approx(logprobs[token].item(), abs=1e-4)
+        assert [t[0] for t in entry.top][:1] == [token] and len(entry.top) == 2
+
+
+def test_four_requests_share_steps_and_each_equals_its_solo_output(worker, reference):
+    chats = {f"c{i}": [{"role": "user", "content": f"Count to {i}."}] for i in range(4)}
+    for request_id, chat in chats.items():
+        worker.submit(request_id, {"messages": chat}, max_tokens=10)
+    for request_id, chat in chats.items():
+        assert tokens_of(worker.finished(request_id)) == reference(chat, 10)[1]
+    assert any(set(chats) <= ids for ids in worker.step_members)
 
 
 def _is_gone(pid: int) -> bool:

@@ -1,76 +1,88 @@
-"""The scheduler loop with a fake generation (no MLX): admission, aborts, deadlines, Steps."""
+"""The scheduler loop with fake engines (no MLX): admission, routing, aborts, deadlines, Steps."""
 
 from __future__ import annotations
 
 import queue
-from dataclasses import dataclass
 
 from protocol.messages import (
     ControlReply,
+    Delta,
     ErrorCode,
+    ErrorInfo,
     FinishReason,
     SamplingParams,
     Step,
     Submit,
     Usage,
 )
-from worker.errors import bad_request
 from worker.handoff import Handoff, ShutdownRequest
 from worker.scheduler import Scheduler
 from worker.stats import WorkerStats
 
 
-@dataclass
-class TokenStep:
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None = None
+class FakeEngine:
+    """Emits "a", "b", "c", ... one token per step for every active request."""
 
+    def __init__(self, ops=("complete",)) -> None:
+        self.ops = frozenset(ops)
+        self.active: dict[str, list] = {}  # id -> [generated, max_tokens]
+        self.fail_step = False
+        self.lose_on_abort = False
+        self.steps = 0
 
-class FakeGeneration:
-    """Emits "a", "b", "c", ... one per advance; calls the prefill callback on the first."""
+    def admit(self, submit: Submit) -> Delta:
+        if submit.inputs.get("bad"):
+            error = ErrorInfo(ErrorCode.BAD_REQUEST, "bad input")
+            return Delta(submit.request_id, finish_reason="error", usage=Usage(0, 0), error=error)
+        self.active[submit.request_id] = [0, submit.sampling.max_tokens]
+        return Delta(submit.request_id)
 
-    def __init__(self, submit: Submit, progress) -> None:
-        self.prompt_tokens = 3
-        self.completion_tokens = 0
-        self.max_tokens = submit.sampling.max_tokens
-        self.progress = progress
-        self.closed = False
-        self.fail_at = submit.inputs.get("fail_at")
-
-    def advance(self) -> TokenStep:
-        if self.completion_tokens == 0:
-            self.progress(0, self.prompt_tokens)
-        if self.completion_tokens == self.fail_at:
+    def step(self) -> list[Delta]:
+        self.steps += 1
+        if self.fail_step:
             raise RuntimeError("boom")
-        self.completion_tokens += 1
-        finish = FinishReason.LENGTH if self.completion_tokens == self.max_tokens else None
-        return TokenStep(chr(96 + self.completion_tokens), [self.completion_tokens], finish)
+        deltas = []
+        for request_id, state in list(self.active.items()):
+            state[0] += 1
+            delta = Delta(request_id, text=chr(96 + state[0]), token_ids=[state[0]])
+            if state[0] == state[1]:
+                del self.active[request_id]
+                delta.finish_reason, delta.usage = FinishReason.LENGTH, Usage(3, state[0])
+            deltas.append(delta)
+        return deltas
 
-    def close(self) -> None:
-        self.closed = True
+    def abort(self, request_ids) -> list[Delta]:
+        ended = []
+        for request_id in request_ids:
+            state = self.active.pop(request_id, None)
+            if state is not None and not self.lose_on_abort:
+                ended.append(Delta(request_id, finish_reason="abort", usage=Usage(3, state[0])))
+        return ended
+
+    def active_ids(self) -> list[str]:
+        return list(self.active)
+
+    def capabilities(self) -> list[str]:
+        return sorted(self.ops)
+
+    def ready_info(self) -> dict:
+        return {}
 
 
-def start(submit: Submit, progress) -> FakeGeneration:
-    if submit.inputs.get("bad"):
-        raise bad_request("bad input")
-    return FakeGeneration(submit, progress)
-
-
-def submit(request_id: str, max_tokens: int = 3, deadline=None, **inputs) -> Submit:
-    return Submit(
-        request_id, "complete", inputs, SamplingParams(max_tokens=max_tokens), True, deadline
-    )
+def submit(request_id, max_tokens: int = 3, deadline=None, op="complete", **inputs) -> Submit:
+    return Submit(request_id, op, inputs, SamplingParams(max_tokens=max_tokens), True, deadline)
 
 
 class Harness:
-    def __init__(self, max_num_seqs: int = 8, now: float = 1000.0) -> None:
+    def __init__(self, max_num_seqs: int = 8, now: float = 1000.0, engines=None) -> None:
         self.handoff = Handoff()
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stats = WorkerStats(model="fake")
         self.now = now
+        self.engines = engines or [FakeEngine()]
+        self.engine = self.engines[0]
         self.scheduler = Scheduler(
-            start,
+            self.engines,
             self.handoff,
             self.outbox,
             self.stats,
@@ -113,7 +125,14 @@ def test_an_accepted_request_first_gets_an_empty_delta_then_tokens():
     assert (first.text, first.token_ids) == ("a", [1])
 
 
-def test_every_active_request_advances_one_token_per_iteration_in_one_step():
+def test_the_engine_is_not_stepped_before_the_accepted_delta_went_out():
+    h = Harness()
+    h.put(submit("r1"))
+    h.step()
+    assert h.engine.steps == 0
+
+
+def test_every_active_request_advances_in_one_step_message():
     h = Harness()
     h.put(submit("r1"), submit("r2"))
     h.step()
@@ -141,6 +160,18 @@ def test_requests_beyond_max_num_seqs_wait_in_fifo_order():
     assert deltas["r2"].text == "" and "r3" not in deltas
 
 
+def test_a_request_joins_while_others_are_generating():
+    h = Harness()
+    h.put(submit("r1", max_tokens=5))
+    h.step()
+    h.step()
+    h.put(submit("r2", max_tokens=5))
+    deltas = by_id(h.step())
+    assert (deltas["r1"].text, deltas["r2"].text) == ("b", "")
+    deltas = by_id(h.step())
+    assert (deltas["r1"].text, deltas["r2"].text) == ("c", "a")
+
+
 def test_aborting_an_active_request_ends_it_with_usage_so_far():
     h = Harness()
     h.put(submit("r1", max_tokens=10))
@@ -151,6 +182,17 @@ def test_aborting_an_active_request_ends_it_with_usage_so_far():
     assert (aborted.finish_reason, aborted.usage) == (FinishReason.ABORT, Usage(3, 1))
     assert h.stats.snapshot()["requests_aborted"] == 1
     assert h.stats.snapshot()["active"] == 0
+
+
+def test_aborting_one_request_leaves_the_others_running():
+    h = Harness()
+    h.put(submit("r1", max_tokens=10), submit("r2", max_tokens=10))
+    h.step()
+    h.step()
+    h.handoff.aborts.add(["r1"])
+    deltas = by_id(h.step())
+    assert deltas["r1"].finish_reason == FinishReason.ABORT
+    assert (deltas["r2"].text, deltas["r2"].finish_reason) == ("b", None)
 
 
 def test_aborting_a_waiting_request_ends_it_without_starting_it():
@@ -177,16 +219,18 @@ def test_an_abort_for_an_unknown_request_is_ignored():
     assert h.handoff.aborts.drain() == set()
 
 
-def test_an_abort_during_prefill_stops_the_prefill():
+def test_a_request_its_engine_loses_on_abort_still_gets_its_terminal_delta():
     h = Harness()
-    h.put(submit("r1"))
+    h.engine.lose_on_abort = True
+    h.put(submit("r1", max_tokens=10))
     h.step()
-    h.handoff.aborts.add(["r1"])  # seen by the prefill callback inside advance
-    gen_deltas = h.step()
-    assert [(d.request_id, d.finish_reason) for d in gen_deltas] == [("r1", FinishReason.ABORT)]
+    h.handoff.aborts.add(["r1"])
+    [delta] = h.step()
+    assert delta.finish_reason == FinishReason.ERROR
+    assert delta.usage == Usage(0, 0)
 
 
-def test_a_passed_deadline_ends_the_request_with_a_deadline_error():
+def test_a_passed_deadline_ends_the_request_with_a_deadline_error_and_usage():
     h = Harness(now=1000.0)
     h.put(submit("r1", max_tokens=10, deadline=1001.0))
     h.step()
@@ -195,6 +239,18 @@ def test_a_passed_deadline_ends_the_request_with_a_deadline_error():
     [delta] = h.step()
     assert delta.finish_reason == FinishReason.ERROR
     assert delta.error.code == ErrorCode.DEADLINE
+    assert delta.usage == Usage(3, 1)
+    assert h.stats.snapshot()["requests_aborted"] == 0
+
+
+def test_a_waiting_request_past_its_deadline_ends_without_starting():
+    h = Harness(max_num_seqs=1, now=1000.0)
+    h.put(submit("r1", max_tokens=10), submit("r2", deadline=1001.0))
+    h.step()
+    h.now = 1002.0
+    deltas = by_id(h.step())
+    assert deltas["r2"].error.code == ErrorCode.DEADLINE
+    assert "r2" not in h.engine.active
 
 
 def test_a_bad_request_ends_only_that_request():
@@ -207,16 +263,44 @@ def test_a_bad_request_ends_only_that_request():
     assert deltas["good"].finish_reason is None
 
 
-def test_an_exception_in_one_requests_step_is_an_internal_error_for_it_alone():
+def test_an_engine_step_that_raises_ends_its_requests_and_the_worker_goes_on():
     h = Harness()
-    h.put(submit("boom", max_tokens=5, fail_at=1), submit("ok", max_tokens=5))
+    h.put(submit("r1", max_tokens=5), submit("r2", max_tokens=5))
     h.step()
-    h.step()
+    h.engine.fail_step = True
     deltas = by_id(h.step())
-    assert deltas["boom"].error.code == ErrorCode.INTERNAL
-    assert "boom" in deltas["boom"].error.message
-    assert deltas["boom"].usage == Usage(3, 1)
-    assert deltas["ok"].text == "b"
+    assert {d.error.code for d in deltas.values()} == {ErrorCode.INTERNAL}
+    assert "boom" in deltas["r1"].error.message
+    h.engine.fail_step = False
+    h.put(submit("r3", max_tokens=1))
+    h.step()
+    [done] = h.step()
+    assert (done.request_id, done.finish_reason) == ("r3", FinishReason.LENGTH)
+
+
+def test_an_operation_no_engine_serves_is_a_bad_request_naming_the_ops():
+    h = Harness()
+    h.put(submit("r1", op="speech"))
+    [delta] = h.step()
+    assert delta.error.code == ErrorCode.BAD_REQUEST
+    assert "'speech'" in delta.error.message and "complete" in delta.error.message
+
+
+def test_submits_are_routed_to_the_engine_serving_their_op():
+    text, speech = FakeEngine(ops=("complete",)), FakeEngine(ops=("speech",))
+    h = Harness(engines=[text, speech])
+    h.put(submit("t", op="complete"), submit("s", op="speech"))
+    h.step()
+    assert (list(text.active), list(speech.active)) == (["t"], ["s"])
+    assert set(by_id(h.step())) == {"t", "s"}
+
+
+def test_max_num_seqs_counts_the_requests_of_every_engine():
+    text, speech = FakeEngine(ops=("complete",)), FakeEngine(ops=("speech",))
+    h = Harness(max_num_seqs=1, engines=[text, speech])
+    h.put(submit("t", op="complete", max_tokens=5), submit("s", op="speech"))
+    h.step()
+    assert (list(text.active), list(speech.active)) == (["t"], [])
 
 
 def test_a_duplicate_request_id_is_rejected_without_touching_the_first():
@@ -248,15 +332,8 @@ def test_stats_count_requests_and_tokens():
     for _ in range(3):
         h.step()
     snapshot = h.stats.snapshot()
-    assert (
-        snapshot["requests_total"],
-        snapshot["prompt_tokens"],
-        snapshot["tokens_generated"],
-    ) == (
-        1,
-        3,
-        2,
-    )
+    counts = (snapshot["requests_total"], snapshot["prompt_tokens"], snapshot["tokens_generated"])
+    assert counts == (1, 3, 2)
 
 
 def test_an_idle_iteration_sends_no_step():

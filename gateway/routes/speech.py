@@ -1,0 +1,88 @@
+"""`POST /v1/audio/speech` (text -> speech, OpenAI shape) and `GET /v1/audio/voices`.
+
+Both need a speech model in the worker: its Ready message's `audio` section (voices, what it
+can do, sample rate, served name) is what these routes read. See gateway/speech_requests.py
+for the fields, gateway/speech_stream.py for buffered vs streamed responses and
+gateway/audio_encoding.py for the formats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway import speech_stream
+from gateway.audio_encoding import CONTENT_TYPES, available_formats, encode
+from gateway.engine import EngineUnavailable
+from gateway.errors import APIError, model_not_found
+from gateway.routes.common import engine_of, read_json
+from gateway.speech_requests import parse_speech
+
+
+def speech_model(engine: Any) -> dict[str, Any]:
+    """The worker's speech section (Ready.audio); 503 while none is ready, 404 if it has none."""
+    ready = engine.ready_info
+    if ready is None or engine.state != "ready":
+        raise EngineUnavailable(f"the engine is {engine.state}", 1.0)
+    audio = ready.audio or {}
+    if not audio.get("sample_rate"):
+        raise APIError(
+            404,
+            "This server has no speech model: start it with `serve MODEL --tts-model TTS` "
+            "or serve a TTS checkpoint with `serve TTS --omni`",
+            param="model",
+            code="model_not_found",
+        )
+    return audio
+
+
+def _check_model(engine: Any, audio: dict[str, Any], model: str) -> None:
+    # The speech model's served name or path; a speech-only server (--omni) also answers to
+    # its own model name, which is the same model.
+    names = {audio.get("model"), audio.get("model_path")}
+    if "chat" not in (engine.ready_info.capabilities or []):
+        names |= {engine.model_name, engine.model_path}
+    if model not in names - {None}:
+        raise model_not_found(model)
+
+
+async def speech(request: Request) -> Response:
+    body = await read_json(request)
+    engine = engine_of(request)
+    audio = speech_model(engine)
+    call = parse_speech(body, int(audio["sample_rate"]))
+    _check_model(engine, audio, call.model)
+    if call.mode != "file":
+        return await speech_stream.stream(request, engine, call, int(audio["sample_rate"]))
+    result = await speech_stream.collect(request, engine, call)
+    rate = result.sample_rate or int(audio["sample_rate"])
+    # Encoders are CPU work (FFmpeg, numpy): off the event loop.
+    data = await run_in_threadpool(encode, call.response_format, result.pcm, rate)
+    usage = result.usage
+    headers = {
+        "x-usage-input-tokens": str(usage.prompt_tokens),
+        "x-usage-output-tokens": str(usage.completion_tokens),
+    }
+    return Response(data, media_type=CONTENT_TYPES[call.response_format], headers=headers)
+
+
+async def voices(request: Request) -> Response:
+    audio = speech_model(engine_of(request))
+    rate = int(audio["sample_rate"])
+    return JSONResponse(
+        {
+            "object": "list",
+            "model": audio.get("model"),
+            "voices": audio.get("voices", []),
+            "cloning": bool(audio.get("cloning")),
+            "descriptions": bool(audio.get("descriptions")),
+            "instructions": bool(audio.get("instructions")),
+            "languages": audio.get("languages", []),
+            "speed": bool(audio.get("speed")),
+            "sample_rate": rate,
+            "response_formats": available_formats(rate),
+        }
+    )

@@ -1,0 +1,126 @@
+"""Speech out: time to first audio and real-time factor, through a server vs direct mlx-audio.
+
+    python -m scripts.bench_speech --model TTS_DIR --url http://127.0.0.1:8000 [--runs 5]
+
+The server (`vllm-omni-mlx serve TTS_DIR --omni`, already running at --url) is asked for a
+streamed PCM response; direct runs call the same `model.generate(**kwargs)` the worker's engine
+makes (TtsEngine.generate_kwargs) in this process. Runs alternate server / direct with the same
+seeds, so both see the same machine state; the medians and their ratios are printed as a
+Markdown table. Time to first audio: from the call to the first audio bytes (server: the first
+body bytes after the headers; direct: the first chunk mlx-audio yields). Real-time factor:
+wall time / seconds of audio (below 1: faster than real time).
+
+Compare like with like: give this process the BLAS the worker has (the worker preloads
+OpenBLAS on Linux unless started with `--blas bundled`; start this with the same LD_PRELOAD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import httpx
+
+TEXT = "The quick brown fox jumps over the lazy dog. It was a bright cold day in April."
+
+
+@dataclass
+class Run:
+    first_audio: float  # seconds
+    total: float  # seconds
+    audio_seconds: float
+
+    @property
+    def rtf(self) -> float:
+        return self.total / self.audio_seconds
+
+
+def direct_run(engine, seed: int, text: str, voice: str | None) -> Run:
+    import mlx.core as mx
+
+    from worker.tts_families import SpeechRequest, check_voice
+
+    request = SpeechRequest(text=text, voice=voice)
+    voice = check_voice(engine.family, engine.voices, request)
+    kwargs = engine.generate_kwargs(SpeechRequest(text=text, voice=voice))
+    mx.random.seed(seed)
+    started = time.perf_counter()
+    first, samples = None, 0
+    for result in engine.model.generate(**kwargs):
+        mx.eval(result.audio)
+        if first is None and result.audio.size:
+            first = time.perf_counter() - started
+        samples += result.audio.size
+    total = time.perf_counter() - started
+    return Run(first or total, total, samples / engine.sample_rate)
+
+
+def server_run(url: str, model: str, seed: int, text: str, voice: str | None, rate: int) -> Run:
+    body = {"model": model, "input": text, "response_format": "pcm", "stream": True, "seed": seed}
+    if voice:
+        body["voice"] = voice
+    started = time.perf_counter()
+    first, size = None, 0
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=600) as response:
+        response.raise_for_status()
+        for chunk in response.iter_raw():
+            if chunk and first is None:
+                first = time.perf_counter() - started
+            size += len(chunk)
+    total = time.perf_counter() - started
+    return Run(first or total, total, size / 2 / rate)
+
+
+def median(runs: list[Run], key: str) -> float:
+    return statistics.median(getattr(r, key) for r in runs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="the TTS checkpoint the server serves")
+    parser.add_argument("--url", required=True, help="base URL of the running server")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--text", default=TEXT)
+    parser.add_argument("--voice", default=None)
+    parser.add_argument("--json", action="store_true", help="print the raw runs as JSON too")
+    args = parser.parse_args(argv)
+
+    from worker.tts_engine import load_tts_engine
+
+    engine = load_tts_engine(args.model)
+    url = args.url.rstrip("/")
+    voices = httpx.get(f"{url}/v1/audio/voices", timeout=30).json()
+    model, rate = voices["model"], voices["sample_rate"]
+    # One untimed run each: compile caches, first-call allocations.
+    direct_run(engine, 0, args.text, args.voice)
+    server_run(url, model, 0, args.text, args.voice, rate)
+    server, direct = [], []
+    for seed in range(1, args.runs + 1):
+        server.append(server_run(url, model, seed, args.text, args.voice, rate))
+        direct.append(direct_run(engine, seed, args.text, args.voice))
+
+    ttfa_s, ttfa_d = median(server, "first_audio"), median(direct, "first_audio")
+    rtf_s, rtf_d = median(server, "rtf"), median(direct, "rtf")
+    print(f"model {model} ({engine.family.name}, {rate} Hz), {args.runs} runs each, medians")
+    print("| | direct mlx-audio | server | server - direct | server / direct |")
+    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| time to first audio | {ttfa_d * 1000:.0f} ms | {ttfa_s * 1000:.0f} ms "
+        f"| {(ttfa_s - ttfa_d) * 1000:+.0f} ms | {ttfa_s / ttfa_d:.2f} |"
+    )
+    print(f"| real-time factor | {rtf_d:.3f} | {rtf_s:.3f} | | {rtf_s / rtf_d:.2f} |")
+    print(
+        f"| audio per request | {median(direct, 'audio_seconds'):.2f} s | "
+        f"{median(server, 'audio_seconds'):.2f} s | | |"
+    )
+    if args.json:
+        print(
+            json.dumps({"server": [vars(r) for r in server], "direct": [vars(r) for r in direct]})
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""Speech out end to end: the real `serve` with a TTS model in its worker (`--tts-model` next to
+a chat model, or a TTS checkpoint alone with `--omni`), the openai SDK and plain HTTP.
+
+The audio must equal what mlx-audio produces directly in this process for the same seed,
+sample for sample; streamed chunks joined must equal the buffered response; every format must
+decode back to the model's rate and length.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import av
+import httpx
+import numpy as np
+import pytest
+import soundfile
+
+from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.e2e.conftest import openai_client
+from tests.e2e.server import CLI
+
+TEXT = "Hello there. How are you today?"
+INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
+LOSSY_SLACK = 2560  # samples a lossy codec may add (encoder delay, padding to whole frames)
+
+
+@cache
+def _wired() -> bool:
+    done = subprocess.run([CLI, "serve", "--help"], capture_output=True, text=True)
+    return "--tts-model" in done.stdout and "--omni" in done.stdout
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_speech_serving():
+    if not _wired():
+        pytest.skip("`serve --tts-model` / `--omni` are not wired into the CLI yet")
+
+
+@pytest.fixture(scope="module")
+def qwen3_tts_path() -> str:
+    return str(ensure_checkpoint("qwen3_tts"))
+
+
+@pytest.fixture(scope="module")
+def soprano_path() -> str:
+    return str(ensure_checkpoint("soprano"))
+
+
+# Sample-for-sample equality needs the same float arithmetic on both sides: the worker keeps
+# the BLAS this test process has (--blas bundled) instead of preloading OpenBLAS.
+SAME_BLAS = ("--blas", "bundled")
+
+
+@pytest.fixture(scope="module")
+def chat_and_speech(start_server, qwen3_path, qwen3_tts_path):
+    """A chat model with a Qwen3-TTS CustomVoice model in the same worker."""
+    return start_server(
+        qwen3_path, "--tts-model", qwen3_tts_path, *SAME_BLAS, name="chat-and-speech"
+    )
+
+
+@pytest.fixture(scope="module")
+def omni(start_server, soprano_path):
+    """A Soprano checkpoint served alone."""
+    return start_server(soprano_path, "--omni", *SAME_BLAS, name="omni-soprano")
+
+
+def post(server, **body) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/audio/speech", json=body, headers=server.headers, timeout=300
+    )
+
+
+def pcm_of(server, model: str, **body) -> bytes:
+    response = post(server, model=model, input=TEXT, response_format="pcm", **body)
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+@cache
+def _direct_model(path: str):
+    from mlx_audio.tts.utils import load_model
+
+    return load_model(Path(path))
+
+
+def direct_pcm(path: str, seed: int, **kwargs) -> bytes:
+    """mlx-audio in this process, as the worker is documented to call it, as int16 PCM."""
+    import mlx.core as mx
+
+    from worker.tts_audio import to_pcm16
+
+    model = _direct_model(path)
+    mx.random.seed(seed)
+    return b"".join(to_pcm16(r.audio) for r in model.generate(text=TEXT, **kwargs))
+
+
+def decode(data: bytes) -> tuple[np.ndarray, int]:
+    if data.startswith(b"OggS"):  # libsndfile decodes Opus at its own rate, FFmpeg at 48 kHz
+        return soundfile.read(io.BytesIO(data), dtype="int16")
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        frames = [f.to_ndarray().reshape(-1) for f in container.decode(stream)]
+        return np.concatenate(frames), stream.codec_context.sample_rate
+
+
+def test_voices_lists_the_tts_models_presets(chat_and_speech, qwen3_tts_path):
+    body = httpx.get(
+        f"{chat_and_speech.url}/v1/audio/voices", headers=chat_and_speech.headers, timeout=30
+    ).json()
+    assert body["model"] == Path(qwen3_tts_path).name
+    assert {v["name"] for v in body["voices"]} == {"vivian", "ryan", "eric"}
+    assert body["cloning"] is False and body["descriptions"] is False
+
+
+def test_chat_still_works_next_to_the_tts_model(chat_and_speech, qwen3_path):
+    client = openai_client(chat_and_speech)
+    reply = client.chat.completions.create(
+        model=Path(qwen3_path).name, messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
+    assert reply.choices[0].finish_reason == "length"
+
+
+def test_qwen3_tts_audio_equals_direct_mlx_audio_for_the_same_seed(chat_and_speech, qwen3_tts_path):
+    got = pcm_of(chat_and_speech, Path(qwen3_tts_path).name, voice="vivian", seed=11)
+    want = direct_pcm(
+        qwen3_tts_path,
+        11,
+        voice="vivian",
+        lang_code="auto",
+        stream=True,
+        streaming_interval=INTERVAL,
+    )
+    assert got == want
+
+
+def test_soprano_audio_equals_direct_mlx_audio_for_the_same_seed(omni, soprano_path):
+    got = pcm_of(omni, Path(soprano_path).name, seed=5)
+    assert got == direct_pcm(soprano_path, 5, max_tokens=10)
+
+
+def test_the_same_seed_gives_the_same_audio(omni, soprano_path):
+    model = Path(soprano_path).name
+    assert pcm_of(omni, model, seed=9) == pcm_of(omni, model, seed=9)
+
+
+def test_streamed_chunks_joined_equal_the_buffered_response(chat_and_speech, qwen3_tts_path):
+    body = {
+        "model": Path(qwen3_tts_path).name,
+        "input": TEXT,
+        "voice": "ryan",
+        "seed": 4,
+        "response_format": "pcm",
+    }
+    chunks = []
+    url = f"{chat_and_speech.url}/v1/audio/speech"
+    with httpx.stream(
+        "POST", url, json={**body, "stream": True}, headers=chat_and_speech.headers, timeout=300
+    ) as response:
+        assert response.status_code == 200
+        chunks = [c for c in response.iter_raw() if c]
+    assert len(chunks) >= 2  # audio arrived in pieces, as it was produced
+    assert b"".join(chunks) == post(chat_and_speech, **body).content
+
+
+def test_sse_deltas_joined_equal_the_buffered_response_and_end_with_usage(omni, soprano_path):
+    body = {"model": Path(soprano_path).name, "input": TEXT, "seed": 2, "response_format": "pcm"}
+    events = [
+        json.loads(line[6:])
+        for line in post(omni, **body, stream_format="sse").text.splitlines()
+        if line.startswith("data: ")
+    ]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    assert audio == post(omni, **body).content
+    assert events[-1]["type"] == "speech.audio.done"
+    assert events[-1]["usage"]["input_tokens"] == len(TEXT)
+
+
+@pytest.mark.parametrize("fmt", ["wav", "flac", "mp3", "aac"])
+def test_every_format_decodes_to_the_models_rate_and_length(omni, soprano_path, fmt):
+    model = Path(soprano_path).name
+    samples = len(pcm_of(omni, model, seed=1)) // 2
+    response = post(omni, model=model, input=TEXT, seed=1, response_format=fmt)
+    decoded, rate = decode(response.content)
+    assert rate == 32000
+    slack = 0 if fmt in ("wav", "flac") else LOSSY_SLACK
+    assert 0 <= len(decoded) - samples <= slack
+
+
+def test_opus_decodes_to_the_models_rate_and_length(chat_and_speech, qwen3_tts_path):
+    model = Path(qwen3_tts_path).name
+    samples = len(pcm_of(chat_and_speech, model, voice="ryan", seed=1)) // 2
+    data = post(
+        chat_and_speech, model=model, input=TEXT, voice="ryan", seed=1, response_format="opus"
+    ).content
+    decoded, rate = decode(data)
+    assert rate == 8000 and 0 <= len(decoded) - samples <= LOSSY_SLACK
+
+
+def test_a_format_the_model_cannot_carry_is_400(omni, soprano_path):
+    response = post(omni, model=Path(soprano_path).name, input=TEXT, response_format="opus")
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "response_format"
+
+
+def test_openai_sdk_speech_create_returns_the_file(omni, soprano_path):
+    client = openai_client(omni)
+    result = client.audio.speech.create(
+        model=Path(soprano_path).name, voice="default", input=TEXT, response_format="wav"
+    )
+    samples, rate = soundfile.read(io.BytesIO(result.content), dtype="int16")
+    assert rate == 32000 and len(samples) > 0
+
+
+def test_openai_sdk_streaming_response_yields_the_same_file(omni, soprano_path):
+    client = openai_client(omni)
+    kwargs = dict(
+        model=Path(soprano_path).name,
+        voice="default",
+        input=TEXT,
+        response_format="pcm",
+        extra_body={"seed": 8},
+    )
+    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
+        streamed = b"".join(response.iter_bytes())
+    assert streamed == client.audio.speech.create(**kwargs).content
+
+
+def test_an_unknown_voice_is_400_listing_the_voices(chat_and_speech, qwen3_tts_path):
+    response = post(chat_and_speech, model=Path(qwen3_tts_path).name, input=TEXT, voice="alloy")
+    assert response.status_code == 400
+    assert all(v in response.json()["error"]["message"] for v in ("vivian", "ryan", "eric"))
+
+
+@pytest.mark.parametrize("text", ["", "x" * 4097])
+def test_empty_or_over_long_input_is_400(omni, soprano_path, text):
+    response = post(omni, model=Path(soprano_path).name, input=text)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input"
+
+
+def test_reference_audio_that_is_not_base64_is_400(omni, soprano_path):
+    response = post(omni, model=Path(soprano_path).name, input=TEXT, ref_audio="%%%")
+    assert response.status_code == 400 and response.json()["error"]["param"] == "ref_audio"
+
+
+def test_reference_audio_for_a_model_that_cannot_clone_is_400(omni, soprano_path):
+    ref = base64.b64encode(b"RIFF....WAVE").decode()
+    response = post(omni, model=Path(soprano_path).name, input=TEXT, ref_audio=ref)
+    assert response.status_code == 400 and "clone" in response.json()["error"]["message"]

@@ -1,0 +1,164 @@
+"""The speech engine on tiny random-weight checkpoints of two mlx-audio families (Qwen3-TTS
+CustomVoice, Soprano), loaded through mlx-audio's own loader: seeded output equals direct
+mlx-audio generation sample for sample, interleaving does not change any request's audio,
+audio arrives before the generation ends, and what a model cannot do is refused by name."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import mlx.core as mx
+import numpy as np
+import pytest
+import soundfile
+
+from protocol.messages import Op, SamplingParams, Submit
+from scripts.tiny_checkpoint import ensure_checkpoint
+from worker.errors import RequestError
+from worker.tts_audio import decode_reference, to_pcm16
+from worker.tts_engine import TtsEngine, load_tts_engine
+
+TEXT = "Hello there. How are you today?"
+INTERVAL = 0.16  # the engine's default: 2 codec frames per streamed chunk
+
+
+@pytest.fixture(scope="module")
+def qwen3() -> TtsEngine:
+    return load_tts_engine(str(ensure_checkpoint("qwen3_tts")))
+
+
+@pytest.fixture(scope="module")
+def soprano() -> TtsEngine:
+    return load_tts_engine(str(ensure_checkpoint("soprano")))
+
+
+def submit(rid: str, text: str = TEXT, **inputs) -> Submit:
+    return Submit(rid, Op.SPEECH, {"input": text, **inputs}, SamplingParams(max_tokens=1), True)
+
+
+def run(engine: TtsEngine, *submits: Submit) -> dict[str, list]:
+    """Every delta of every request, admit to terminal, stepping all of them together."""
+    out: dict[str, list] = {}
+    for s in submits:
+        out[s.request_id] = [engine.admit(s)]
+    while engine.active_ids():
+        for delta in engine.step():
+            out[delta.request_id].append(delta)
+    return out
+
+
+def pcm(deltas: list) -> bytes:
+    return b"".join(d.audio for d in deltas)
+
+
+def direct(model, seed: int, **kwargs) -> bytes:
+    """mlx-audio on its own: seed the global generator, generate, join the chunks."""
+    mx.random.seed(seed)
+    return b"".join(to_pcm16(result.audio) for result in model.generate(**kwargs))
+
+
+def test_qwen3_tts_reports_its_preset_voices_and_abilities(qwen3):
+    info = qwen3.ready_info()
+    assert {v["name"] for v in info["voices"]} == {"vivian", "ryan", "eric"}
+    assert (info["cloning"], info["descriptions"], info["instructions"]) == (False, False, True)
+    assert info["sample_rate"] == 8000 and "english" in info["languages"]
+
+
+def test_seeded_qwen3_tts_equals_direct_mlx_audio_sample_for_sample(qwen3):
+    got = pcm(run(qwen3, submit("a", voice="vivian", seed=7))["a"])
+    want = direct(
+        qwen3.model,
+        7,
+        text=TEXT,
+        voice="vivian",
+        lang_code="auto",
+        stream=True,
+        streaming_interval=INTERVAL,
+    )
+    assert got and got == want
+
+
+def test_qwen3_tts_streams_audio_before_the_generation_ends(qwen3):
+    deltas = run(qwen3, submit("a", voice="ryan", seed=1))["a"]
+    audio = [d for d in deltas if d.audio]
+    assert len(audio) >= 2 and deltas[-1].finish_reason == "stop"
+    assert all(d.sample_rate == 8000 for d in audio)
+
+
+def test_interleaved_requests_each_get_the_audio_they_get_alone(qwen3):
+    alone = {
+        rid: pcm(run(qwen3, submit(rid, voice="ryan", seed=s))[rid])
+        for rid, s in (("a", 1), ("b", 2))
+    }
+    together = run(qwen3, submit("a", voice="ryan", seed=1), submit("b", voice="ryan", seed=2))
+    assert {rid: pcm(d) for rid, d in together.items()} == alone
+
+
+def test_an_abort_ends_the_request_between_chunks(qwen3):
+    qwen3.admit(submit("a", voice="ryan", seed=1))
+    qwen3.step()
+    (ended,) = qwen3.abort(["a"])
+    assert ended.finish_reason == "abort" and ended.usage.prompt_tokens == len(TEXT)
+    assert qwen3.active_ids() == [] and qwen3.step() == []
+
+
+def test_an_unknown_voice_is_refused_listing_the_voices(qwen3):
+    refused = qwen3.admit(submit("a", voice="alloy"))
+    assert refused.error.code == "bad_request"
+    assert all(name in refused.error.message for name in ("vivian", "ryan", "eric"))
+
+
+def test_an_unknown_language_is_refused_listing_the_languages(qwen3):
+    refused = qwen3.admit(submit("a", voice="ryan", language="klingon"))
+    assert "english" in refused.error.message
+
+
+def test_speed_is_refused_by_a_model_that_cannot_change_it(qwen3):
+    assert "speed" in qwen3.admit(submit("a", voice="ryan", speed=1.5)).error.message
+
+
+def test_reference_audio_is_refused_by_a_model_that_cannot_clone(qwen3):
+    refused = qwen3.admit(submit("a", ref_audio=b"RIFF", ref_text="hi"))
+    assert "clone" in refused.error.message
+
+
+def test_empty_input_is_refused(qwen3):
+    assert qwen3.admit(submit("a", text="  ")).error.code == "bad_request"
+
+
+def test_seeded_soprano_equals_direct_mlx_audio_sample_for_sample(soprano):
+    got = pcm(run(soprano, submit("a", seed=3))["a"])
+    assert got and got == direct(soprano.model, 3, text=TEXT, max_tokens=10)
+
+
+def test_usage_counts_input_characters_and_generated_tokens(soprano):
+    terminal = run(soprano, submit("a", seed=3))["a"][-1]
+    assert terminal.usage.prompt_tokens == len(TEXT)
+    assert terminal.usage.completion_tokens > 0
+
+
+def test_soprano_has_one_default_voice_and_takes_no_instructions(soprano):
+    assert soprano.ready_info()["voices"] == [{"name": "default", "language": None}]
+    assert "instructions" in soprano.admit(submit("a", instructions="whisper")).error.message
+
+
+def test_an_unsupported_family_fails_at_load_naming_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "bark"}')
+    with pytest.raises(ValueError, match="qwen3_tts.*soprano"):
+        load_tts_engine(str(tmp_path))
+
+
+def test_loading_never_imports_the_audio_player(qwen3, soprano):
+    assert "sounddevice" not in sys.modules
+
+
+def test_reference_audio_that_is_not_audio_is_a_bad_request():
+    with pytest.raises(RequestError, match="ref_audio could not be decoded"):
+        decode_reference(b"this is not a sound file", 8000)
+
+
+def test_reference_audio_is_decoded_mono_at_the_models_rate():
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros((16000, 2), dtype=np.float32), 16000, format="WAV")
+    assert decode_reference(buffer.getvalue(), 8000).shape == (8000,)

@@ -1,0 +1,49 @@
+"""Audio conversions at the speech engine's edges: model output -> PCM bytes, bytes -> reference.
+
+PCM on the wire is little-endian int16, converted exactly as mlx-audio's own file writer
+(`mlx_audio.audio_io.write`) converts float audio: clip to [-1, 1], scale by 32767, truncate.
+A WAV file mlx-audio writes for the same audio therefore holds the same samples.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from worker.errors import bad_request
+
+MAX_REFERENCE_SECONDS = 60.0
+
+
+def to_pcm16(audio: Any) -> bytes:
+    """Float audio (an mx.array or numpy array in [-1, 1]) as little-endian int16 bytes."""
+    samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+    return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+
+
+def decode_reference(data: bytes, sample_rate: int) -> Any:
+    """Reference audio (any format mlx-audio reads: WAV, FLAC, MP3, OGG, ...) as a mono float32
+    mx.array at `sample_rate`; a bad_request naming ref_audio when it is not usable audio."""
+    import mlx.core as mx
+    from mlx_audio.audio_io import read
+
+    if not data:
+        raise bad_request("ref_audio is empty")
+    try:
+        samples, _ = read(
+            io.BytesIO(data),
+            dtype="float32",
+            sample_rate=sample_rate,
+            nchannels=1,
+            duration=MAX_REFERENCE_SECONDS,
+        )
+    except Exception as exc:  # every decoder failure means the same to the client
+        raise bad_request(f"ref_audio could not be decoded as audio: {exc}") from None
+    samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+    if samples.size == 0:
+        raise bad_request("ref_audio holds no samples")
+    if not np.isfinite(samples).all():
+        raise bad_request("ref_audio holds samples that are not finite numbers")
+    return mx.array(samples)

@@ -1,0 +1,148 @@
+"""OpenAI's transcription response formats, rendered from a finished transcript."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gateway.transcription_formats import (
+    Transcript,
+    language_name,
+    render,
+    srt,
+    timestamp,
+    vtt,
+)
+from protocol.messages import Segment, Usage
+
+SRT_TIMING = re.compile(r"^(\d{2}):(\d{2}):(\d{2}),(\d{3}) --> (\d{2}):(\d{2}):(\d{2}),(\d{3})$")
+VTT_TIMING = re.compile(r"^(\d{2}):(\d{2}):(\d{2})\.(\d{3}) --> (\d{2}):(\d{2}):(\d{2})\.(\d{3})$")
+
+
+def segments() -> list[Segment]:
+    return [
+        Segment(0, 0.0, 2.5, " Hello world.", [[" Hello", 0.0, 1.0], [" world.", 1.0, 2.5]]),
+        Segment(1, 2.5, 2.5, ""),  # Whisper keeps emptied segments; cues skip them
+        Segment(2, 31.25, 3725.5, " Second\n line --> here."),
+    ]
+
+
+def transcript() -> Transcript:
+    return Transcript(
+        text="Hello world. Second line here.",
+        task="transcribe",
+        language="en",
+        segments=segments(),
+        usage=Usage(3726, 12),
+        duration=3726.0,
+    )
+
+
+def parse_srt(body: str) -> list[tuple[int, float, float, str]]:
+    """A strict SRT reader: number, timing, one text line, blank line."""
+    cues = []
+    for block in body.strip("\n").split("\n\n"):
+        number, timing, text = block.split("\n")
+        match = SRT_TIMING.match(timing)
+        assert match, timing
+        h1, m1, s1, ms1, h2, m2, s2, ms2 = map(int, match.groups())
+        start = h1 * 3600 + m1 * 60 + s1 + ms1 / 1000
+        end = h2 * 3600 + m2 * 60 + s2 + ms2 / 1000
+        assert start <= end
+        cues.append((int(number), start, end, text))
+    assert [c[0] for c in cues] == list(range(1, len(cues) + 1))
+    return cues
+
+
+def parse_vtt(body: str) -> list[tuple[float, float, str]]:
+    header, _, rest = body.partition("\n\n")
+    assert header == "WEBVTT"
+    cues = []
+    for block in rest.strip("\n").split("\n\n"):
+        timing, text = block.split("\n")
+        match = VTT_TIMING.match(timing)
+        assert match, timing
+        h1, m1, s1, ms1, h2, m2, s2, ms2 = map(int, match.groups())
+        cues.append(
+            (h1 * 3600 + m1 * 60 + s1 + ms1 / 1000, h2 * 3600 + m2 * 60 + s2 + ms2 / 1000, text)
+        )
+    return cues
+
+
+def test_json_has_the_text_and_token_usage():
+    body = render("json", transcript())
+    assert body["text"] == "Hello world. Second line here."
+    assert body["usage"]["type"] == "tokens"
+    assert (body["usage"]["input_tokens"], body["usage"]["output_tokens"]) == (3726, 12)
+    assert body["usage"]["total_tokens"] == 3738
+
+
+def test_text_is_the_transcript_and_a_newline():
+    assert render("text", transcript()) == "Hello world. Second line here.\n"
+
+
+def test_verbose_json_has_language_name_duration_segments_and_duration_usage():
+    body = render("verbose_json", transcript())
+    assert body["task"] == "transcribe" and body["language"] == "english"
+    assert body["duration"] == 3726.0
+    assert [s["id"] for s in body["segments"]] == [0, 1, 2]
+    assert body["segments"][0] == {"id": 0, "start": 0.0, "end": 2.5, "text": " Hello world."}
+    assert body["usage"] == {"type": "duration", "seconds": 3726}
+    assert "words" not in body
+
+
+def test_verbose_json_lists_stripped_words_when_asked():
+    body = render("verbose_json", transcript(), words=True)
+    assert body["words"] == [
+        {"word": "Hello", "start": 0.0, "end": 1.0},
+        {"word": "world.", "start": 1.0, "end": 2.5},
+    ]
+
+
+def test_srt_parses_with_one_cue_per_non_empty_segment():
+    cues = parse_srt(srt(segments()))
+    assert cues == [
+        (1, 0.0, 2.5, "Hello world."),
+        (2, 31.25, 3725.5, "Second line -> here."),
+    ]
+
+
+def test_vtt_parses_with_one_cue_per_non_empty_segment():
+    cues = parse_vtt(vtt(segments()))
+    assert cues == [(0.0, 2.5, "Hello world."), (31.25, 3725.5, "Second line -> here.")]
+
+
+def test_subtitles_of_no_speech_are_empty_but_valid():
+    assert srt([]) == ""
+    assert vtt([]) == "WEBVTT\n\n"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "srt_form", "vtt_form"),
+    [
+        (0.0, "00:00:00,000", "00:00:00.000"),
+        (61.0005, "00:01:01,000", "00:01:01.000"),
+        (3725.4996, "01:02:05,500", "01:02:05.500"),
+        (-0.02, "00:00:00,000", "00:00:00.000"),
+    ],
+)
+def test_timestamps_use_hours_minutes_seconds_milliseconds(seconds, srt_form, vtt_form):
+    assert timestamp(seconds) == srt_form
+    assert timestamp(seconds, ".") == vtt_form
+
+
+def test_translation_reports_english_as_its_language():
+    translated = transcript()
+    translated.task, translated.language = "translate", "de"
+    assert render("verbose_json", translated)["language"] == "english"
+
+
+def test_language_names_follow_openai_and_pass_unknown_names_through():
+    assert language_name("de") == "german"
+    assert language_name("English") == "english"
+
+
+def test_unknown_format_is_an_error():
+    with pytest.raises(ValueError):
+        render("docx", transcript())

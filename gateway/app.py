@@ -1,4 +1,4 @@
-"""The Starlette application: routes, API-key middleware, OpenAI error handlers, engine lifespan.
+"""The Starlette application: routes, API-key middleware, error handlers, engine lifespan.
 
 `create_app(config, engine)` takes the engine from outside so tests can pass a fake one; the
 engine starts in the lifespan (the worker is spawned then; READY arrives later and /health
@@ -18,6 +18,7 @@ from starlette.middleware import Middleware
 from gateway.auth import APIKeyMiddleware
 from gateway.config import ServerConfig
 from gateway.errors import EXCEPTION_HANDLERS
+from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
 
@@ -41,4 +42,5 @@ def create_app(config: ServerConfig, engine: Any) -> Starlette:
     app.state.config = config
     app.state.engine = engine
     app.state.model_created = int(time.time())  # reset by each model swap
+    app.state.responses = ResponseStore()  # previous_response_id and GET /v1/responses/{id}
     return app

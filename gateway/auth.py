@@ -50,7 +50,7 @@ class APIKeyMiddleware:
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )
-        await error.response()(scope, receive, send)
+        await error.response(scope["path"])(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
         assert self.api_key is not None

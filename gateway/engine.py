@@ -31,11 +31,11 @@ from typing import Any
 
 from gateway.admission import Admission
 from gateway.config import ServerConfig
-from gateway.engine_errors import EngineUnavailable, QueueFull, SwapFailed
+from gateway.engine_errors import EngineUnavailable, QueueFull, SwapFailed, WorkerRejected
 from gateway.open_requests import OpenRequests
 from gateway.request_stream import RequestStream
 from gateway.supervisor import Supervisor
-from gateway.worker_client import ControlCallFailed, WorkerClient
+from gateway.worker_client import ControlCallFailed, ControlCallRejected, WorkerClient
 from gateway.worker_process import WorkerCommand, default_worker_command
 from protocol import Endpoints
 from protocol.messages import (
@@ -50,12 +50,20 @@ from protocol.messages import (
     Submit,
 )
 
-__all__ = ["Engine", "EngineUnavailable", "QueueFull", "SwapFailed", "default_worker_command"]
+__all__ = [
+    "Engine",
+    "EngineUnavailable",
+    "QueueFull",
+    "SwapFailed",
+    "WorkerRejected",
+    "default_worker_command",
+]
 
 log = logging.getLogger("gateway.engine")
 
 SUBMIT_SEND_TIMEOUT = 5.0  # a ready worker that cannot take a Submit this long is gone
 STATS_TIMEOUT = 5.0
+COUNT_TOKENS_TIMEOUT = 30.0  # the worker tokenizes between decode steps of a busy batch
 RETRY_AFTER = 1.0
 
 
@@ -260,6 +268,18 @@ class Engine:
             return await self._client.call("stats", {}, STATS_TIMEOUT)
         except ControlCallFailed as exc:
             raise EngineUnavailable(f"worker stats: {exc}", RETRY_AFTER) from None
+
+    async def count_tokens(self, inputs: dict[str, Any]) -> int:
+        """Prompt tokens of chat `inputs` (messages, tools, ...) as the worker would build them."""
+        if self.state != "ready" or self._client is None:
+            raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
+        try:
+            result = await self._client.call("count_tokens", inputs, COUNT_TOKENS_TIMEOUT)
+        except ControlCallRejected as exc:
+            raise WorkerRejected(str(exc)) from None
+        except ControlCallFailed as exc:
+            raise EngineUnavailable(f"count_tokens: {exc}", RETRY_AFTER) from None
+        return int(result["input_tokens"])
 
     async def swap(self, model_path: str, served_model_name: str | None = None) -> dict[str, Any]:
         """Serve `model_path` instead (as `served_model_name`, default: the directory name).

@@ -1,4 +1,5 @@
-"""The engine's error policy in three exceptions: unavailable (retry later), queue full, swap failed.
+"""The engine's error policy in a few exceptions: unavailable (retry later), queue full, swap
+failed, and a control call the worker rejected.
 
 The HTTP layer maps EngineUnavailable (and its QueueFull subclass) to 503 with Retry-After, and
 SwapFailed to an error reply of the model-management endpoint. Request-scoped failures never
@@ -29,3 +30,8 @@ class SwapFailed(Exception):
         super().__init__(message)
         self.message = message
         self.restored = restored
+
+
+class WorkerRejected(Exception):
+    """The worker refused a control call's input (e.g. count_tokens on messages its chat
+    template rejects); the message says why."""

@@ -1,9 +1,11 @@
-"""OpenAI-shaped errors: one exception type for every HTTP error the gateway answers with.
+"""API errors: one exception type for every HTTP error the gateway answers with.
 
-Every error leaves the gateway as `{"error": {"message", "type", "param", "code"}}`: as an HTTP
-body before a response started, or as one SSE `data:` event once a stream is under way (the
-openai SDK raises on a `data: {"error": ...}` event). Engine exceptions and worker error codes
-are mapped here, so the whole status-code policy is in one place.
+Every error leaves the gateway in the shape of the API it was asked through: OpenAI's
+`{"error": {"message", "type", "param", "code"}}`, or, under `/v1/messages`, Anthropic's
+`{"type": "error", "error": {"type", "message"}}` (its `type` derived from the status). Before
+a response started it is the HTTP body; once a stream is under way it is that API's error
+event (see each stream encoder). Engine exceptions and worker error codes are mapped here, so
+the whole status-code policy is in one place.
 """
 
 from __future__ import annotations
@@ -55,8 +57,34 @@ class APIError(Exception):
             }
         }
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+    def anthropic_body(self) -> dict[str, Any]:
+        kind = _ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else None)
+        return {
+            "type": "error",
+            "error": {"type": kind or INVALID_REQUEST, "message": self.message},
+        }
+
+    def response(self, path: str = "") -> JSONResponse:
+        """The HTTP error response, in the shape of the API `path` belongs to."""
+        body = self.anthropic_body() if is_anthropic_path(path) else self.body()
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+ANTHROPIC_PREFIX = "/v1/messages"
+_ANTHROPIC_TYPES = {
+    400: INVALID_REQUEST,
+    401: AUTHENTICATION,
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
+
+
+def is_anthropic_path(path: str) -> bool:
+    return path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/")
 
 
 def invalid(param: str | None, message: str, code: str | None = None) -> APIError:
@@ -141,12 +169,12 @@ def aborted() -> APIError:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    return exc.response()
+    return exc.response(request.url.path)
 
 
 async def _engine_unavailable(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, EngineUnavailable)
-    return engine_unavailable(exc).response()
+    return engine_unavailable(exc).response(request.url.path)
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -158,12 +186,13 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
         type=INVALID_REQUEST if exc.status_code < 500 else SERVER_ERROR,
         headers=dict(exc.headers or {}),
     )
-    return error.response()
+    return error.response(request.url.path)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # Starlette's ServerErrorMiddleware re-raises after this, so the server logs the traceback.
-    return APIError(500, "Internal server error", type=SERVER_ERROR, code="internal").response()
+    error = APIError(500, "Internal server error", type=SERVER_ERROR, code="internal")
+    return error.response(request.url.path)
 
 
 async def _client_gone(request: Request, exc: Exception) -> Response:

@@ -1,19 +1,21 @@
 """One generation request's life in the gateway: admission, collection or streaming, abort.
 
-Why streaming needs care: HTTP headers are not sent until the engine's first batch arrived (the
-worker's "accepted" delta, or an error), so everything that can fail early (queue full, engine
-down, a prompt the worker rejects) still becomes a proper HTTP status with error JSON. Once the
-200 and the first chunk went out, an error can only be an SSE error event followed by
-`data: [DONE]`. Throughout, a `DisconnectWatcher` cancels the work when the client goes, which
-exits the engine's request context and sends the worker its Abort at once.
+A request with `n` choices is `n` worker requests (one Submit each), read together.
+
+Why streaming needs care: HTTP headers are not sent until every choice's first batch arrived
+(the worker's "accepted" delta, or an error), so everything that can fail early (queue full,
+engine down, a prompt or a schema the worker rejects) still becomes a proper HTTP status with
+error JSON. Once the 200 went out, an error can only be the API's own error event, after which
+the stream ends. Throughout, a `DisconnectWatcher` cancels the work when the client goes, which
+exits the engine's request contexts and sends the worker its Aborts at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -23,26 +25,27 @@ from starlette.types import Receive, Scope, Send
 from gateway import errors
 from gateway.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.engine import EngineUnavailable
-from gateway.openai_requests import GenerationRequest
-from gateway.sse import SSE_HEADERS, ChunkEncoder, sse_error
-from protocol.messages import Delta, FinishReason, Usage
+from gateway.fan_in import Choices, Indexed
+from gateway.generation_request import GenerationRequest
+from gateway.output import ChoiceOutput, total_usage
+from gateway.request_stream import merge_into, mergeable
+from gateway.sse import SSE_HEADERS, StreamEncoder, has_output
+from protocol.messages import Delta, FinishReason, ToolCallDelta, Usage
 
 log = logging.getLogger(__name__)
 
-Batches = AsyncIterator[list[Delta]]
 _HEADERS = [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
-_NORMAL_ENDS = (FinishReason.STOP, FinishReason.LENGTH)
+_NORMAL_ENDS = (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS)
 
 
 @dataclass(slots=True)
-class Completion:
-    text: str
-    finish_reason: str
-    usage: Usage
+class Generated:
+    choices: list[ChoiceOutput]
+    usage: Usage  # all choices together: the prompt once, completions summed
 
 
 def _terminal_error(delta: Delta) -> errors.APIError | None:
-    """The client-facing error a terminal delta stands for; None for stop / length."""
+    """The client-facing error a terminal delta stands for; None for a normal end."""
     if delta.finish_reason in _NORMAL_ENDS:
         return None
     if delta.finish_reason == FinishReason.ABORT:
@@ -65,88 +68,158 @@ def _no_terminal() -> errors.APIError:
     )
 
 
-async def complete(request: Request, engine: Any, req: GenerationRequest) -> Completion:
-    """Run a non-streamed request to its end; the client leaving cancels it (ClientDisconnected)."""
+async def _enter_all(engine: Any, req: GenerationRequest, stack: AsyncExitStack) -> list[Any]:
+    """Admit and submit every choice; leaving `stack` aborts the unfinished ones."""
+    return [
+        await stack.enter_async_context(engine.request(req.op, req.inputs, sampling, req.stream))
+        for sampling in req.samplings()
+    ]
+
+
+# -- not streamed --------------------------------------------------------------------------
+
+
+async def complete(request: Request, engine: Any, req: GenerationRequest) -> Generated:
+    """Run a request to its end; the client leaving cancels it (ClientDisconnected)."""
     watcher = DisconnectWatcher(request.receive)
     try:
-        texts, terminal = await watcher.run(_collect(engine, req))
+        choices = await watcher.run(_collect_all(engine, req))
     finally:
         watcher.close()
-    if terminal is None:
-        raise _no_terminal()
-    error = _terminal_error(terminal)
-    if error is not None:
-        raise error
-    usage = terminal.usage or Usage(0, 0)
-    return Completion("".join(texts), terminal.finish_reason or FinishReason.STOP, usage)
+    return Generated(choices, total_usage([c.usage for c in choices]))
 
 
-async def _collect(engine: Any, req: GenerationRequest) -> tuple[list[str], Delta | None]:
-    texts: list[str] = []
-    async with engine.request(req.op, req.inputs, req.sampling, req.stream) as batches:
-        async for batch in batches:
-            for delta in batch:
-                if delta.text:
-                    texts.append(delta.text)
-                if delta.finish_reason is not None:
-                    return texts, delta
-    return texts, None
+async def _collect_all(engine: Any, req: GenerationRequest) -> list[ChoiceOutput]:
+    async with AsyncExitStack() as stack:
+        streams = await _enter_all(engine, req, stack)
+        if len(streams) == 1:
+            return [await _collect(streams[0], 0)]
+        return await _first_failure_cancels_all(
+            [asyncio.ensure_future(_collect(s, i)) for i, s in enumerate(streams)]
+        )
+
+
+async def _first_failure_cancels_all(
+    tasks: list[asyncio.Future[ChoiceOutput]],
+) -> list[ChoiceOutput]:
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in tasks]
+
+
+async def _collect(batches: Any, index: int) -> ChoiceOutput:
+    """One choice's output; its error, if it ended in one, raised as the HTTP error."""
+    output = ChoiceOutput(index)
+    async for batch in batches:
+        for delta in batch:
+            output.add(delta)
+            if delta.finish_reason is not None:
+                error = _terminal_error(delta)
+                if error is not None:
+                    raise error
+                return output
+    raise _no_terminal()
+
+
+# -- streamed ------------------------------------------------------------------------------
 
 
 async def stream(
-    request: Request, engine: Any, req: GenerationRequest, encoder: ChunkEncoder
+    request: Request, engine: Any, req: GenerationRequest, encoder: StreamEncoder
 ) -> Response:
-    """Wait for the first batch, then hand the open request to an SSE response."""
+    """Wait for every choice's first batch, then hand the open request to an SSE response."""
     watcher = DisconnectWatcher(request.receive)
     stack = AsyncExitStack()
     try:
-        batches, first = await watcher.run(_open(engine, req, stack))
-        terminal = next((d for d in first if d.finish_reason is not None), None)
-        error = _terminal_error(terminal) if terminal is not None else None
-        if error is not None:
-            raise error
+        choices, first = await watcher.run(_open(engine, req, stack))
+        for _, delta in first:
+            error = _terminal_error(delta) if delta.finish_reason is not None else None
+            if error is not None:
+                raise error
     except BaseException:
         await stack.aclose()
         watcher.close()
         raise
-    return EventStream(stack, watcher, batches, first, encoder)
+    return EventStream(stack, watcher, choices, first, encoder, req.n)
 
 
-async def _open(engine: Any, req: GenerationRequest, stack: AsyncExitStack) -> tuple[Batches, list]:
-    batches = await stack.enter_async_context(
-        engine.request(req.op, req.inputs, req.sampling, req.stream)
-    )
-    iterator = batches.__aiter__()
+async def _open(
+    engine: Any, req: GenerationRequest, stack: AsyncExitStack
+) -> tuple[Choices, Indexed]:
     try:
-        first = await iterator.__anext__()
-    except StopAsyncIteration:
-        await stack.aclose()
-        raise _no_terminal() from None
+        streams = await _enter_all(engine, req, stack)
+        iterators = [s.__aiter__() for s in streams]
+        first: Indexed = []
+        for index, iterator in enumerate(iterators):
+            try:
+                batch = await iterator.__anext__()
+            except StopAsyncIteration:
+                raise _no_terminal() from None
+            first.extend((index, delta) for delta in batch)
     except BaseException:
-        await stack.aclose()  # leaving the context before the terminal delta aborts the request
+        await stack.aclose()  # leaving the contexts before the terminal deltas aborts them
         raise
-    return iterator, first
+    return Choices(iterators), first
+
+
+def _copy(delta: Delta) -> Delta:
+    """A delta merge_into may extend without touching the original (which may be shared)."""
+    return replace(
+        delta,
+        token_ids=list(delta.token_ids),
+        tool_calls=[ToolCallDelta(p.index, p.id, p.name, p.arguments) for p in delta.tool_calls],
+        logprobs=None if delta.logprobs is None else list(delta.logprobs),
+        segments=list(delta.segments),
+    )
+
+
+def coalesce(batch: Indexed) -> Indexed:
+    """Consecutive mergeable deltas of one choice become one, so a batch is one write each."""
+    if len(batch) < 2:
+        return batch
+    out: Indexed = []
+    copied = False
+    for index, delta in batch:
+        if out and out[-1][0] == index and mergeable(out[-1][1], delta):
+            if not copied:
+                out[-1] = (index, _copy(out[-1][1]))
+                copied = True
+            merge_into(out[-1][1], delta)
+        else:
+            out.append((index, delta))
+            copied = False
+    return out
 
 
 class EventStream(Response):
-    """An SSE response that owns an open engine request until its terminal delta or a disconnect."""
+    """An SSE response that owns the open engine requests until their terminal deltas or a
+    disconnect."""
 
     def __init__(
         self,
         stack: AsyncExitStack,
         watcher: DisconnectWatcher,
-        batches: Batches,
-        first: list[Delta],
-        encoder: ChunkEncoder,
+        choices: Choices,
+        first: Indexed,
+        encoder: StreamEncoder,
+        n: int,
     ) -> None:
         self.status_code = 200
         self.background = None
         self.raw_headers = list(_HEADERS)
         self._stack = stack
         self._watcher = watcher
-        self._batches = batches
+        self._choices = choices
         self._first = first
         self._encoder = encoder
+        self._open = n
+        self._usages: list[Usage | None] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -155,43 +228,51 @@ class EventStream(Response):
             pass
         finally:
             self._watcher.close()
+            self._choices.close()
             await self._stack.aclose()
 
     async def _pump(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         encoder = self._encoder
-        body, done = self._encode(self._first, encoder.start())
         try:
+            prompt = next(
+                (d.usage for _, d in self._first if d.usage and d.finish_reason is None), None
+            )
+            body, done = self._encode(self._first, encoder.start(prompt))
             if body:
                 await send({"type": "http.response.body", "body": body, "more_body": True})
             if not done:
-                async for batch in self._batches:
+                async for batch in self._choices:
                     body, done = self._encode(batch, b"")
                     if body:
                         await send({"type": "http.response.body", "body": body, "more_body": True})
                     if done:
                         break
                 else:
-                    body = sse_error(_no_terminal())
+                    body = encoder.error(_no_terminal())
                     await send({"type": "http.response.body", "body": body, "more_body": True})
         except Exception as exc:  # after the 200 went out, errors can only travel in-band
-            body = sse_error(_as_api_error(exc))
+            body = encoder.error(_as_api_error(exc))
             await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _encode(self, batch: list[Delta], head: bytes) -> tuple[bytes, bool]:
-        """One write for a whole batch: merged text, then the end of the stream if it ended."""
-        if len(batch) == 1:
-            delta = batch[0]
-            text, terminal = delta.text, (delta if delta.finish_reason is not None else None)
-        else:
-            text = "".join(d.text for d in batch)
-            terminal = next((d for d in batch if d.finish_reason is not None), None)
-        if text:
-            head += self._encoder.text(text)
-        if terminal is None:
-            return head, False
-        error = _terminal_error(terminal)
-        if error is not None:
-            return head + sse_error(error), True
-        return head + self._encoder.finish(terminal.finish_reason, terminal.usage), True
+    def _encode(self, batch: Indexed, head: bytes) -> tuple[bytes, bool]:
+        """One write for a whole batch; True once the stream is over."""
+        parts = [head]
+        encoder = self._encoder
+        for index, delta in coalesce(batch):
+            if has_output(delta):
+                parts.append(encoder.delta(index, delta))
+            if delta.finish_reason is None:
+                continue
+            error = _terminal_error(delta)
+            if error is not None:
+                parts.append(encoder.error(error))
+                return b"".join(parts), True
+            parts.append(encoder.finish(index, delta))
+            self._usages.append(delta.usage)
+            self._open -= 1
+            if self._open == 0:
+                parts.append(encoder.end(total_usage(self._usages)))
+                return b"".join(parts), True
+        return b"".join(parts), False

@@ -65,6 +65,8 @@ class OpenRequests:
                 continue  # stale: aborted, failed over, or from a previous worker
             if delta.finish_reason is None:
                 stream.push(delta)
+                if stream.finished:  # it cut off a reader that fell too far behind
+                    self.close(delta.request_id)
             else:
                 self.finish(delta)
 

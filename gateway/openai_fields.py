@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import invalid, unknown_field, unsupported
+from gateway.errors import invalid, unknown_field
 from protocol.messages import SamplingParams
 
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
@@ -143,12 +143,6 @@ def seed(body: dict) -> int | None:
 def top_k(body: dict) -> int | None:
     value = integer(body, "top_k", -1)
     return 0 if value == -1 else value  # vLLM spells "disabled" -1, mlx-lm spells it 0
-
-
-def n_must_be_one(body: dict) -> None:
-    n = integer(body, "n", 1)
-    if n is not None and n > 1:
-        raise unsupported("n", "more than one choice")
 
 
 def sampling_params(body: dict, max_tokens: int) -> SamplingParams:

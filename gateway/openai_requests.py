@@ -2,31 +2,32 @@
 
 Field policy (never silently ignore what changes the output): every top-level field is either
 honoured (it reaches the worker's inputs or SamplingParams), accepted because it has no local
-meaning, accepted only at its no-op value (e.g. `logprobs: false`, `tools: []`) and otherwise a
-400 "not supported" naming it, or unknown: a 400 naming it. When both `max_tokens` and
-`max_completion_tokens` are given they must agree (else 400 naming `max_tokens`).
+meaning, accepted only at its no-op value (e.g. `functions: []`) and otherwise a 400 "not
+supported" naming it, or unknown: a 400 naming it. Combinations this server cannot serve are
+400s naming one of their fields. When both `max_tokens` and `max_completion_tokens` are given
+they must agree (else 400 naming `max_tokens`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gateway import openai_fields as f
 from gateway.errors import invalid, unknown_field, unsupported
-from protocol.messages import Op, SamplingParams
+from gateway.generation_request import GenerationRequest
+from gateway.openai_messages import normalize_messages
+from gateway.openai_tools import parse_tool_fields
+from gateway.structured import openai_response_format
+from protocol.messages import Op
 
+__all__ = ["GenerationRequest", "parse_chat", "parse_completion", "normalize_prompt"]
 
-@dataclass(slots=True)
-class GenerationRequest:
-    op: str  # protocol Op.CHAT or Op.COMPLETE
-    model: str
-    inputs: dict[str, Any]
-    sampling: SamplingParams
-    stream: bool
-    include_usage: bool
-
+MAX_N = 16  # choices per request: each is a worker request of its own
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
+# `reasoning_effort` values that turn the template's thinking off; the others turn it on.
+_NO_THINKING_EFFORTS = ("none", "minimal")
+_EFFORTS = (*_NO_THINKING_EFFORTS, "low", "medium", "high", "xhigh")
 
 Check = Callable[[dict, str], None]
 
@@ -65,17 +66,6 @@ def _modalities(body: dict, name: str) -> None:
             raise invalid(name, f"`{name}` may hold only 'text', got {item!r}")
 
 
-def _response_format(body: dict, name: str) -> None:
-    value = f.obj(body, name)
-    if value is None:
-        return
-    kind = value.get("type")
-    if kind in ("json_object", "json_schema"):
-        raise unsupported(name, f"type {kind!r}")
-    if kind != "text":
-        raise invalid(f"{name}.type", f"`{name}.type` must be 'text', got {kind!r}")
-
-
 # Accepted with no local meaning: type-checked, then dropped.
 _NO_OP: dict[str, Check] = {
     "user": _typed(f.string),
@@ -85,29 +75,14 @@ _NO_OP: dict[str, Check] = {
     "prompt_cache_key": _typed(f.string),
     "prompt_cache_retention": _typed(f.string),
     "safety_identifier": _typed(f.string),
-    "parallel_tool_calls": _typed(f.boolean),
 }
 
 _CHAT_CHECKS: dict[str, Check] = {
     **_NO_OP,
-    "logprobs": _only(False),
-    "tools": _only([]),
-    "tool_choice": _only("none", "auto"),
     "functions": _only([]),
     "function_call": _only("none", "auto"),
     "modalities": _modalities,
-    "response_format": _response_format,
-    **dict.fromkeys(
-        (
-            "top_logprobs",
-            "audio",
-            "prediction",
-            "web_search_options",
-            "reasoning_effort",
-            "verbosity",
-        ),
-        _never,
-    ),
+    **dict.fromkeys(("audio", "prediction", "web_search_options", "verbosity"), _never),
 }
 
 _CHAT_HONOURED = frozenset(
@@ -120,30 +95,37 @@ _CHAT_HONOURED = frozenset(
         "max_completion_tokens",
         "n",
         "chat_template_kwargs",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "reasoning_effort",
         *f.SHARED_SAMPLING,
     }
 )
 
-_COMPLETION_CHECKS: dict[str, Check] = {
-    "user": _typed(f.string),
-    "best_of": lambda body, name: _best_of(body),
-    "echo": _only(False),
-    "logprobs": _never,
-    "suffix": _never,
-}
+_COMPLETION_CHECKS: dict[str, Check] = {"user": _typed(f.string)}
 
 _COMPLETION_HONOURED = frozenset(
-    {"model", "prompt", "stream", "stream_options", "max_tokens", "n", *f.SHARED_SAMPLING}
+    {
+        "model",
+        "prompt",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "n",
+        "best_of",
+        "echo",
+        "logprobs",
+        "suffix",
+        *f.SHARED_SAMPLING,
+    }
 )
 
 
-def _best_of(body: dict) -> None:
-    value = f.integer(body, "best_of", 1)
-    if value is not None and value > 1:
-        raise unsupported("best_of", "more than one candidate")
-
-
-def _check_fields(body: dict, honoured: frozenset[str], checks: dict[str, Check]) -> None:
+def check_fields(body: dict, honoured: frozenset[str], checks: dict[str, Check]) -> None:
     for name in body:
         if name not in honoured and name not in checks:
             raise unknown_field(name)
@@ -152,19 +134,41 @@ def _check_fields(body: dict, honoured: frozenset[str], checks: dict[str, Check]
             check(body, name)
 
 
-def _model(body: dict) -> str:
+def model_of(body: dict) -> str:
     model = f.string(body, "model")
     if not model:
         raise invalid("model", "`model` is required")
     return model
 
 
+def _n(body: dict) -> int:
+    return f.integer(body, "n", 1, MAX_N) or 1
+
+
+def _template_kwargs(body: dict) -> dict[str, Any]:
+    kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
+    effort = f.string(body, "reasoning_effort")
+    if effort is not None:
+        if effort not in _EFFORTS:
+            raise invalid("reasoning_effort", f"`reasoning_effort` must be one of {list(_EFFORTS)}")
+        # The template's own switch; an explicit chat_template_kwargs value wins.
+        kwargs.setdefault("enable_thinking", effort not in _NO_THINKING_EFFORTS)
+    return kwargs
+
+
+def _chat_logprobs(body: dict) -> int | None:
+    wanted = f.boolean(body, "logprobs")
+    top = f.integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    if top is not None and not wanted:
+        raise invalid("top_logprobs", "`top_logprobs` needs `logprobs: true`")
+    return (top or 0) if wanted else None
+
+
 def parse_chat(body: dict, default_max_tokens: int) -> GenerationRequest:
     """A `/v1/chat/completions` body -> op "chat" inputs + sampling, or a 400 naming a field."""
-    _check_fields(body, _CHAT_HONOURED, _CHAT_CHECKS)
-    model = _model(body)
+    check_fields(body, _CHAT_HONOURED, _CHAT_CHECKS)
+    model = model_of(body)
     messages = normalize_messages(body.get("messages"))
-    f.n_must_be_one(body)
     max_tokens = f.integer(body, "max_tokens", 1)
     max_completion = f.integer(body, "max_completion_tokens", 1)
     if max_tokens is not None and max_completion is not None and max_tokens != max_completion:
@@ -172,33 +176,60 @@ def parse_chat(body: dict, default_max_tokens: int) -> GenerationRequest:
             "max_tokens",
             "`max_tokens` and `max_completion_tokens` differ: send only one of them",
         )
-    template_kwargs = f.obj(body, "chat_template_kwargs") or {}
+    inputs: dict[str, Any] = {"messages": messages, "chat_template_kwargs": _template_kwargs(body)}
+    inputs.update(parse_tool_fields(body))
+    sampling = f.sampling_params(body, max_completion or max_tokens or default_max_tokens)
+    sampling.logprobs = _chat_logprobs(body)
+    sampling.constraint = openai_response_format(body.get("response_format"))
+    if sampling.constraint is not None and inputs.get("tools"):
+        if inputs.get("tool_choice", "auto") != "none":
+            raise unsupported(
+                "response_format",
+                "a JSON response format together with callable tools; set tool_choice 'none'",
+            )
     stream, include_usage = f.stream_flags(body)
     return GenerationRequest(
         op=Op.CHAT,
         model=model,
-        inputs={"messages": messages, "chat_template_kwargs": template_kwargs},
-        sampling=f.sampling_params(body, max_completion or max_tokens or default_max_tokens),
+        inputs=inputs,
+        sampling=sampling,
         stream=stream,
         include_usage=include_usage,
+        n=_n(body),
     )
 
 
 def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
     """A `/v1/completions` body -> op "complete" inputs + sampling, or a 400 naming a field."""
-    _check_fields(body, _COMPLETION_HONOURED, _COMPLETION_CHECKS)
-    model = _model(body)
+    check_fields(body, _COMPLETION_HONOURED, _COMPLETION_CHECKS)
+    model = model_of(body)
     prompt = normalize_prompt(body.get("prompt"))
-    f.n_must_be_one(body)
+    n = _n(body)
+    best_of = f.integer(body, "best_of", 1)
+    if best_of is not None and best_of != n:
+        raise unsupported("best_of", "a value other than n (server-side ranking of candidates)")
+    if f.string(body, "suffix"):
+        raise unsupported("suffix", "not supported by this model (it has no fill-in-the-middle)")
     max_tokens = f.integer(body, "max_tokens", 1)
+    sampling = f.sampling_params(body, max_tokens or default_max_tokens)
+    sampling.logprobs = f.integer(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    echo = None
+    if f.boolean(body, "echo"):
+        if not isinstance(prompt, str):
+            raise unsupported("echo", "with a prompt of token ids")
+        if sampling.logprobs is not None:
+            raise unsupported("echo", "together with logprobs (prompt-token logprobs)")
+        echo = prompt
     stream, include_usage = f.stream_flags(body)
     return GenerationRequest(
         op=Op.COMPLETE,
         model=model,
         inputs={"prompt": prompt},
-        sampling=f.sampling_params(body, max_tokens or default_max_tokens),
+        sampling=sampling,
         stream=stream,
         include_usage=include_usage,
+        n=n,
+        echo=echo,
     )
 
 
@@ -223,68 +254,3 @@ def normalize_prompt(prompt: Any) -> str | list[int]:
         "`prompt` must be a string, a non-empty array of token ids (integers >= 0), "
         "or a one-element array of either",
     )
-
-
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-_UNSUPPORTED_ROLES = {"tool", "function"}
-_UNSUPPORTED_PARTS = {"image_url", "input_audio", "file", "refusal", "audio", "video_url"}
-_MESSAGE_KEYS = {"role", "content", "name"}
-# Assistant-message fields that are fine only when empty: they carry tool calls or audio.
-_ASSISTANT_EMPTY_ONLY = {"tool_calls": [], "function_call": None, "audio": None, "refusal": None}
-
-
-def normalize_messages(messages: Any) -> list[dict[str, str]]:
-    """OpenAI messages -> `[{"role", "content": str}]`; anything not representable is a 400."""
-    if not isinstance(messages, list) or not messages:
-        raise invalid("messages", "`messages` must be a non-empty array")
-    return [_message(message, f"messages[{i}]") for i, message in enumerate(messages)]
-
-
-def _message(message: Any, path: str) -> dict[str, str]:
-    if not isinstance(message, dict):
-        raise invalid(path, f"`{path}` must be an object")
-    role = message.get("role")
-    if role in _UNSUPPORTED_ROLES:
-        raise unsupported(f"{path}.role", f"role {role!r}")
-    if role not in _ROLES:
-        raise invalid(
-            f"{path}.role", f"`{path}.role` must be one of {sorted(_ROLES)}, got {role!r}"
-        )
-    for key, value in message.items():
-        if key in _MESSAGE_KEYS:
-            continue
-        if role == "assistant" and key in _ASSISTANT_EMPTY_ONLY:
-            if value not in (None, _ASSISTANT_EMPTY_ONLY[key]):
-                raise unsupported(f"{path}.{key}")
-            continue
-        raise unknown_field(f"{path}.{key}")
-    name = message.get("name")
-    if name is not None and not isinstance(name, str):
-        raise invalid(f"{path}.name", f"`{path}.name` must be a string")
-    return {"role": _ROLES[role], "content": _content(message.get("content"), f"{path}.content")}
-
-
-def _content(content: Any, path: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise invalid(path, f"`{path}` must be a string or an array of content parts")
-    texts = []
-    for j, part in enumerate(content):
-        part_path = f"{path}[{j}]"
-        if not isinstance(part, dict):
-            raise invalid(part_path, f"`{part_path}` must be an object")
-        kind = part.get("type")
-        if kind in _UNSUPPORTED_PARTS:
-            raise unsupported(f"{part_path}.type", f"content part type {kind!r}")
-        if kind != "text":
-            raise invalid(f"{part_path}.type", f"`{part_path}.type` must be 'text', got {kind!r}")
-        for key in part:
-            if key not in ("type", "text"):
-                raise unknown_field(f"{part_path}.{key}")
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise invalid(f"{part_path}.text", f"`{part_path}.text` must be a string")
-        texts.append(text)
-    # Text parts are joined with newlines, as vLLM does for text-only content.
-    return "\n".join(texts)

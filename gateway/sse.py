@@ -1,9 +1,10 @@
-"""Server-sent-event framing of OpenAI chat and text-completion streams.
+"""Server-sent-event framing and the interface every API's stream encoder implements.
 
-This is the per-token hot path (its overhead is measured against direct mlx-lm), so each
-encoder pre-renders the JSON that never changes in a stream (id, created, model) once and a
-content chunk costs one `json.dumps` of the text plus a string join. One SSE write per engine
-batch: the caller merges a batch's texts before calling `text()`.
+`generation.EventStream` drives a `StreamEncoder`: it hands it each choice's output as it
+arrives (one merged delta per choice and engine batch) and the ends, and writes the bytes it
+returns, one HTTP write per engine batch. The encoders live with their API: OpenAI chunks in
+`openai_chunks`, Anthropic events in `anthropic/events`, Responses events in
+`responses/events`. JSON is dumped compactly and without ASCII escaping (the hot path).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from typing import Any, Protocol
 
 from gateway.errors import APIError
-from protocol.messages import Usage
+from protocol.messages import Delta, Usage
 
 SSE_DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {
@@ -22,95 +23,48 @@ SSE_HEADERS = {
 }
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def sse_data(obj: Any) -> bytes:
-    return f"data: {_dumps(obj)}\n\n".encode()
+    return f"data: {dumps(obj)}\n\n".encode()
+
+
+def sse_event(name: str, obj: Any) -> bytes:
+    """A named event (`event: NAME` + `data: JSON`), as Anthropic and the Responses API frame them."""
+    return f"event: {name}\ndata: {dumps(obj)}\n\n".encode()
 
 
 def sse_error(error: APIError) -> bytes:
-    """The error event of a stream that already started, then its end."""
+    """OpenAI's error event of a stream that already started, then its end."""
     return sse_data(error.body()) + SSE_DONE
 
 
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-    }
+def has_output(delta: Delta) -> bool:
+    return bool(delta.text or delta.reasoning or delta.tool_calls or delta.logprobs or delta.audio)
 
 
-class ChunkEncoder(Protocol):
-    """What the streaming loop needs from an API's chunk format."""
+class StreamEncoder(Protocol):
+    """One API's streaming format. Every method returns the bytes to write (maybe none)."""
 
-    def start(self) -> bytes: ...
+    def start(self, usage: Usage | None) -> bytes:
+        """Before any output: e.g. OpenAI's role chunk, Anthropic's message_start. `usage` is
+        the prompt's, when the worker reported it before generating (else None)."""
+        ...
 
-    def text(self, text: str) -> bytes: ...
+    def delta(self, index: int, delta: Delta) -> bytes:
+        """Output of choice `index`: its text, reasoning, tool-call pieces, logprobs."""
+        ...
 
-    def finish(self, finish_reason: str, usage: Usage | None) -> bytes: ...
+    def finish(self, index: int, terminal: Delta) -> bytes:
+        """Choice `index` ended normally (stop, length, tool_calls); its output came before."""
+        ...
 
+    def end(self, usage: Usage) -> bytes:
+        """Every choice ended normally: the closing events (usage, [DONE], message_stop, ...)."""
+        ...
 
-class _Chunks:
-    """Shared framing: `{<head>,"choices":[<choice>]<usage tail>}` with a pre-rendered head."""
-
-    def __init__(self, id: str, object: str, created: int, model: str, include_usage: bool):
-        head = _dumps({"id": id, "object": object, "created": created, "model": model})
-        self._prefix = "data: " + head[:-1] + ',"choices":['
-        # OpenAI sends `"usage": null` on every chunk but the last when usage was asked for.
-        self._suffix = ("]" + (',"usage":null' if include_usage else "") + "}\n\n").encode()
-        self._include_usage = include_usage
-
-    def _chunk(self, choice: str) -> bytes:
-        return (self._prefix + choice).encode() + self._suffix
-
-    def _usage(self, usage: Usage | None) -> bytes:
-        if not self._include_usage:
-            return b""
-        value = _dumps(usage_dict(usage)) if usage is not None else "null"
-        return (self._prefix + '],"usage":' + value + "}\n\n").encode()
-
-
-class ChatChunks(_Chunks):
-    """`chat.completion.chunk` events: a role chunk, content chunks, a finish chunk."""
-
-    def __init__(self, id: str, created: int, model: str, include_usage: bool) -> None:
-        super().__init__(id, "chat.completion.chunk", created, model, include_usage)
-
-    def start(self) -> bytes:
-        return self._chunk(
-            '{"index":0,"delta":{"role":"assistant","content":""},'
-            '"logprobs":null,"finish_reason":null}'
-        )
-
-    def text(self, text: str) -> bytes:
-        return self._chunk(
-            '{"index":0,"delta":{"content":'
-            + _dumps(text)
-            + '},"logprobs":null,"finish_reason":null}'
-        )
-
-    def finish(self, finish_reason: str, usage: Usage | None) -> bytes:
-        choice = '{"index":0,"delta":{},"logprobs":null,"finish_reason":' + _dumps(finish_reason)
-        return self._chunk(choice + "}") + self._usage(usage) + SSE_DONE
-
-
-class CompletionChunks(_Chunks):
-    """`text_completion` events of a streamed legacy completion."""
-
-    def __init__(self, id: str, created: int, model: str, include_usage: bool) -> None:
-        super().__init__(id, "text_completion", created, model, include_usage)
-
-    def start(self) -> bytes:
-        return b""
-
-    def text(self, text: str) -> bytes:
-        return self._chunk(
-            '{"index":0,"text":' + _dumps(text) + ',"logprobs":null,"finish_reason":null}'
-        )
-
-    def finish(self, finish_reason: str, usage: Usage | None) -> bytes:
-        choice = '{"index":0,"text":"","logprobs":null,"finish_reason":' + _dumps(finish_reason)
-        return self._chunk(choice + "}") + self._usage(usage) + SSE_DONE
+    def error(self, error: APIError) -> bytes:
+        """A failure after the stream started: the API's error event; the stream ends after."""
+        ...

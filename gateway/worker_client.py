@@ -33,6 +33,10 @@ class ControlCallFailed(Exception):
     """A ControlCall got no reply in time, an error reply, or its worker went away."""
 
 
+class ControlCallRejected(ControlCallFailed):
+    """The worker answered the ControlCall with an error (its message says why)."""
+
+
 class WorkerClient:
     def __init__(self, endpoints: Endpoints, on_message: Callable[[Message], None]) -> None:
         self.endpoints = endpoints
@@ -135,7 +139,7 @@ class WorkerClient:
         if reply.ok:
             future.set_result(reply.result or {})
         else:
-            future.set_exception(ControlCallFailed(reply.error or "the worker reported an error"))
+            future.set_exception(ControlCallRejected(reply.error or "the worker reported an error"))
 
 
 def _foreign_ready(frame: bytes) -> Ready | None:

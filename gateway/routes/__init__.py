@@ -2,7 +2,17 @@
 
 from starlette.routing import Route
 
-from gateway.routes import admin, chat, completions, health, models
+from gateway.routes import (
+    admin,
+    chat,
+    completions,
+    health,
+    messages,
+    models,
+    responses,
+    speech,
+    transcriptions,
+)
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),
@@ -10,6 +20,15 @@ ROUTES = [
     Route("/v1/models/{model_id:path}", models.get_model, methods=["GET"]),
     Route("/v1/chat/completions", chat.chat_completions, methods=["POST"]),
     Route("/v1/completions", completions.completions, methods=["POST"]),
+    Route("/v1/messages", messages.create_message, methods=["POST"]),
+    Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
+    Route("/v1/responses", responses.create_response, methods=["POST"]),
+    Route("/v1/responses/{response_id}", responses.get_response, methods=["GET"]),
+    Route("/v1/responses/{response_id}", responses.delete_response, methods=["DELETE"]),
+    Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+    Route("/v1/audio/voices", speech.voices, methods=["GET"]),
+    Route("/v1/audio/transcriptions", transcriptions.transcriptions, methods=["POST"]),
+    Route("/v1/audio/translations", transcriptions.translations, methods=["POST"]),
     Route("/v1/admin/models/load", admin.load_model, methods=["POST"]),
     Route("/v1/admin/stats", admin.stats, methods=["GET"]),
 ]

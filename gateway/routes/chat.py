@@ -1,17 +1,20 @@
-"""`POST /v1/chat/completions`: OpenAI chat completions, streamed or not."""
+"""`POST /v1/chat/completions`: OpenAI chat completions, streamed or not, with n choices."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway import generation
+from gateway.openai_chunks import ChatChunks, usage_dict
+from gateway.openai_logprobs import chat_logprobs
 from gateway.openai_requests import parse_chat
+from gateway.output import ChoiceOutput
 from gateway.routes.common import check_model, engine_of, read_json
-from gateway.sse import ChatChunks, usage_dict
 
 
 async def chat_completions(request: Request) -> Response:
@@ -23,7 +26,7 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     model = engine.model_name
     if req.stream:
-        chunks = ChatChunks(response_id, created, model, req.include_usage)
+        chunks = ChatChunks(response_id, created, model, req.include_usage, req.n)
         return await generation.stream(request, engine, req, chunks)
     result = await generation.complete(request, engine, req)
     return JSONResponse(
@@ -32,14 +35,29 @@ async def chat_completions(request: Request) -> Response:
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": result.text},
-                    "logprobs": None,
-                    "finish_reason": result.finish_reason,
-                }
-            ],
+            "choices": [_choice(choice) for choice in result.choices],
             "usage": usage_dict(result.usage),
         }
     )
+
+
+def _choice(output: ChoiceOutput) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": output.text}
+    if output.reasoning:
+        message["reasoning_content"] = output.reasoning
+    if output.calls:
+        message["content"] = output.text or None
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in output.tool_calls
+        ]
+    return {
+        "index": output.index,
+        "message": message,
+        "logprobs": chat_logprobs(output.logprobs),
+        "finish_reason": output.finish,
+    }

@@ -1,17 +1,20 @@
-"""`POST /v1/completions`: OpenAI (legacy) text completions, streamed or not."""
+"""`POST /v1/completions`: OpenAI (legacy) text completions, streamed or not, with n choices."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway import generation
+from gateway.openai_chunks import CompletionChunks, usage_dict
+from gateway.openai_logprobs import completion_logprobs
 from gateway.openai_requests import parse_completion
+from gateway.output import ChoiceOutput
 from gateway.routes.common import check_model, engine_of, read_json
-from gateway.sse import CompletionChunks, usage_dict
 
 
 async def completions(request: Request) -> Response:
@@ -23,7 +26,7 @@ async def completions(request: Request) -> Response:
     created = int(time.time())
     model = engine.model_name
     if req.stream:
-        chunks = CompletionChunks(response_id, created, model, req.include_usage)
+        chunks = CompletionChunks(response_id, created, model, req.include_usage, req.n, req.echo)
         return await generation.stream(request, engine, req, chunks)
     result = await generation.complete(request, engine, req)
     return JSONResponse(
@@ -32,14 +35,19 @@ async def completions(request: Request) -> Response:
             "object": "text_completion",
             "created": created,
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "text": result.text,
-                    "logprobs": None,
-                    "finish_reason": result.finish_reason,
-                }
-            ],
+            "choices": [_choice(choice, req.echo or "") for choice in result.choices],
             "usage": usage_dict(result.usage),
         }
     )
+
+
+def _choice(output: ChoiceOutput, echo: str) -> dict[str, Any]:
+    logprobs = None
+    if output.logprobs is not None:
+        logprobs, _ = completion_logprobs(output.logprobs, len(echo))
+    return {
+        "index": output.index,
+        "text": echo + output.text,
+        "logprobs": logprobs,
+        "finish_reason": output.finish,
+    }

@@ -58,7 +58,8 @@ def test_unknown_model_is_404(default_server):
     ("extra", "field"),
     [
         ({"frobnicate": True}, "frobnicate"),  # not an OpenAI field at all
-        ({"n": 2}, "n"),  # defined by OpenAI, would change the output, not supported
+        # defined by OpenAI, would change the output, not supported
+        ({"prediction": {"type": "content", "content": "x"}}, "prediction"),
         ({"temperature": 3.5}, "temperature"),  # out of range
         ({"max_tokens": 0}, "max_tokens"),
     ],

@@ -150,8 +150,15 @@ def test_chat_completion_response_shape(engine, client):
     assert isinstance(body["created"], int)
     choice = body["choices"][0]
     assert choice["message"] == {"role": "assistant", "content": "Hello"}
+    assert choice["logprobs"] is None
     assert choice["finish_reason"] == "stop"
-    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    assert body["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 2,
+        "total_tokens": 7,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
 
 
 def test_chat_request_reaches_the_engine_as_op_chat(engine, client):

@@ -63,7 +63,8 @@ def test_chat_stream_with_include_usage_ends_with_a_usage_chunk():
     assert done == "[DONE]"
     assert all(c["usage"] is None for c in chunks)
     assert usage_chunk["choices"] == []
-    assert usage_chunk["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    usage = usage_chunk["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (5, 2, 7)
 
 
 def test_length_finish_reason_is_streamed():

@@ -1,0 +1,1 @@
+"""The Anthropic Messages API: request parsing, content conversion, Message objects, events."""

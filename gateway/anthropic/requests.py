@@ -1,0 +1,220 @@
+"""Parse Anthropic Messages bodies (`/v1/messages`, `/v1/messages/count_tokens`).
+
+Field policy, as for OpenAI: honoured, accepted without local meaning, or a 400 naming the
+field. Honoured: `model`, `messages`, `system`, `max_tokens` (required), `stop_sequences`,
+`stream`, `temperature`, `top_p`, `top_k`, `tools`, `tool_choice` (auto / any -> required /
+tool -> named / none; `disable_parallel_tool_use`), `thinking` (enabled -> the template's
+`enable_thinking` plus a `thinking_budget`; disabled -> off; adaptive -> on; `display:
+"omitted"` hides the thinking text), `output_config.format` (JSON Schema, by constrained
+decoding), and the extensions `min_p`, `repetition_penalty`, `seed`, `logit_bias`,
+`chat_template_kwargs`.
+Accepted: `metadata`, `service_tier`, `cache_control` (a prefix-cache hint: the prefix cache
+is automatic), `output_config.effort`, `diagnostics`, `inference_geo`, `speed`,
+`user_profile_id`, `workspace_id`, `container: null`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import openai_fields as f
+from gateway.anthropic.content import convert_messages, convert_tools, system_messages
+from gateway.errors import invalid, unknown_field, unsupported
+from gateway.generation_request import GenerationRequest
+from gateway.structured import check_keys, json_schema
+from gateway.tools import named_choice, tool_inputs
+from protocol.messages import Op, SamplingParams
+
+MAX_STOP_SEQUENCES = 16
+
+_PROMPT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+)
+_NO_OP_EVERYWHERE = frozenset({"cache_control", "speed", "user_profile_id", "workspace_id"})
+_COUNT_FIELDS = _PROMPT_FIELDS | _NO_OP_EVERYWHERE | {"chat_template_kwargs"}
+_CREATE_FIELDS = _COUNT_FIELDS | {
+    "max_tokens",
+    "stop_sequences",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "seed",
+    "logit_bias",
+    "metadata",
+    "service_tier",
+    "diagnostics",
+    "inference_geo",
+    "container",
+}
+
+
+@dataclass(slots=True)
+class MessagesRequest:
+    generation: GenerationRequest
+    omit_thinking: bool = False  # thinking.display == "omitted"
+    stop_sequences: list[str] = field(default_factory=list)
+
+
+def parse_create(body: dict) -> MessagesRequest:
+    """A `/v1/messages` body -> the generation request, or a 400 naming a field."""
+    _check_fields(body, _CREATE_FIELDS)
+    for name in ("metadata", "diagnostics", "cache_control"):
+        f.obj(body, name)
+    for name in ("service_tier", "inference_geo", "speed"):
+        f.string(body, name)
+    if body.get("container") is not None:
+        raise unsupported("container", "server-side containers")
+    max_tokens = f.integer(body, "max_tokens", 1)
+    if max_tokens is None:
+        raise invalid("max_tokens", "`max_tokens` is required")
+    inputs, omit_thinking = _inputs(body, max_tokens)
+    stop = _stop_sequences(body)
+    sampling = SamplingParams(
+        max_tokens=max_tokens,
+        temperature=f.number(body, "temperature", 0, 1),
+        top_p=f.number(body, "top_p", 0, 1, lo_open=True),
+        top_k=f.integer(body, "top_k", 0),
+        min_p=f.number(body, "min_p", 0, 1),
+        repetition_penalty=f.number(body, "repetition_penalty", 0, None, lo_open=True),
+        seed=f.seed(body),
+        logit_bias=f.logit_bias(body),
+        stop=stop,
+        constraint=_constraint(body, inputs),
+    )
+    generation = GenerationRequest(
+        op=Op.CHAT,
+        model=_model(body),
+        inputs=inputs,
+        sampling=sampling,
+        stream=bool(f.boolean(body, "stream")),
+    )
+    return MessagesRequest(generation, omit_thinking, stop)
+
+
+def parse_count(body: dict) -> tuple[str, dict[str, Any]]:
+    """A `/v1/messages/count_tokens` body -> (model, the chat inputs to count)."""
+    _check_fields(body, _COUNT_FIELDS)
+    inputs, _ = _inputs(body, None)
+    _constraint(body, inputs)
+    return _model(body), inputs
+
+
+def _check_fields(body: dict, allowed: frozenset[str]) -> None:
+    for name in body:
+        if name not in allowed:
+            raise unknown_field(name)
+
+
+def _model(body: dict) -> str:
+    model = f.string(body, "model")
+    if not model:
+        raise invalid("model", "`model` is required")
+    return model
+
+
+def _inputs(body: dict, max_tokens: int | None) -> tuple[dict[str, Any], bool]:
+    messages = system_messages(body.get("system")) + convert_messages(body.get("messages"))
+    kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
+    inputs: dict[str, Any] = {"messages": messages, "chat_template_kwargs": kwargs}
+    choice, parallel = _tool_choice(body.get("tool_choice"))
+    inputs.update(tool_inputs(convert_tools(body.get("tools")), choice, parallel))
+    omit_thinking = _thinking(body.get("thinking"), inputs, max_tokens)
+    return inputs, omit_thinking
+
+
+def _tool_choice(choice: Any) -> tuple[str | dict[str, Any] | None, bool | None]:
+    if choice is None:
+        return None, None
+    if not isinstance(choice, dict):
+        raise invalid("tool_choice", "`tool_choice` must be an object")
+    kind = choice.get("type")
+    check_keys(choice, {"type", "name", "disable_parallel_tool_use"}, "tool_choice")
+    disable = choice.get("disable_parallel_tool_use")
+    if disable is not None and not isinstance(disable, bool):
+        raise invalid(
+            "tool_choice.disable_parallel_tool_use",
+            "`tool_choice.disable_parallel_tool_use` must be a boolean",
+        )
+    parallel = None if disable is None else not disable
+    if kind == "auto":
+        return "auto", parallel
+    if kind == "any":
+        return "required", parallel
+    if kind == "none":
+        return "none", parallel
+    if kind == "tool":
+        name = choice.get("name")
+        if not isinstance(name, str) or not name:
+            raise invalid("tool_choice.name", "`tool_choice.name` must be a string")
+        return named_choice(name), parallel
+    raise invalid("tool_choice.type", "`tool_choice.type` must be 'auto', 'any', 'tool' or 'none'")
+
+
+def _thinking(thinking: Any, inputs: dict[str, Any], max_tokens: int | None) -> bool:
+    """Applies `thinking` to the inputs; returns whether its text is to be omitted."""
+    if thinking is None:
+        return False  # the chat template's own default
+    if not isinstance(thinking, dict):
+        raise invalid("thinking", "`thinking` must be an object")
+    check_keys(thinking, {"type", "budget_tokens", "display"}, "thinking")
+    kind = thinking.get("type")
+    kwargs = inputs["chat_template_kwargs"]
+    if kind == "disabled":
+        kwargs["enable_thinking"] = False
+        return False
+    if kind not in ("enabled", "adaptive", "between_tools"):
+        raise invalid(
+            "thinking.type", "`thinking.type` must be 'enabled', 'adaptive' or 'disabled'"
+        )
+    kwargs["enable_thinking"] = True
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise invalid(
+                "thinking.budget_tokens", "`thinking.budget_tokens` must be a positive integer"
+            )
+        if max_tokens is not None and budget >= max_tokens:
+            raise invalid(
+                "thinking.budget_tokens", "`thinking.budget_tokens` must be less than `max_tokens`"
+            )
+        inputs["thinking_budget"] = budget
+    display = thinking.get("display")
+    if display not in (None, "summarized", "omitted"):
+        raise invalid("thinking.display", "`thinking.display` must be 'summarized' or 'omitted'")
+    return display == "omitted"
+
+
+def _constraint(body: dict, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    config = f.obj(body, "output_config")
+    if config is None:
+        return None
+    check_keys(config, {"effort", "format"}, "output_config")
+    effort = config.get("effort")
+    if effort is not None and not isinstance(effort, str):
+        raise invalid("output_config.effort", "`output_config.effort` must be a string")
+    spec = config.get("format")
+    if spec is None:
+        return None
+    path = "output_config.format"
+    if not isinstance(spec, dict) or spec.get("type") != "json_schema":
+        raise invalid(path, "`output_config.format` must be {'type': 'json_schema', 'schema': ...}")
+    check_keys(spec, {"type", "schema"}, path)
+    if not isinstance(spec.get("schema"), dict):
+        raise invalid(f"{path}.schema", f"`{path}.schema` must be a JSON Schema object")
+    if inputs.get("tools") and inputs.get("tool_choice", "auto") != "none":
+        raise unsupported(path, "a JSON output format together with callable tools")
+    return json_schema(spec["schema"], None, None, path)
+
+
+def _stop_sequences(body: dict) -> list[str]:
+    value = f.array(body, "stop_sequences") or []
+    if len(value) > MAX_STOP_SEQUENCES:
+        raise invalid("stop_sequences", f"at most {MAX_STOP_SEQUENCES} `stop_sequences`")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise invalid("stop_sequences", "`stop_sequences` must be non-empty strings")
+    return list(value)

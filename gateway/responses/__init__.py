@@ -1,0 +1,1 @@
+"""The OpenAI Responses API: request parsing, input items, output objects, events, store."""

@@ -1,0 +1,159 @@
+"""Responses API `input` (a string or a list of items) -> the worker's chat messages.
+
+Items: `message` (roles user, system, developer -> system, assistant; text parts
+`input_text` / `output_text`), `function_call` (joins the assistant turn as a tool call),
+`function_call_output` (a `tool` message), `reasoning` (the next assistant turn's
+`reasoning_content`, from its `reasoning_text` content or else its summary). The items of one
+assistant turn (reasoning, text, calls) become one assistant message, as the chat templates
+expect. Images, files, audio, item references and hosted-tool items are 400s naming the item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import invalid, unknown_field, unsupported
+
+_ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+_KEYS = {
+    "message": {"type", "role", "content", "id", "status", "phase"},
+    "function_call": {
+        "type",
+        "call_id",
+        "name",
+        "arguments",
+        "id",
+        "status",
+        "caller",
+        "namespace",
+        "async",
+    },
+    "function_call_output": {
+        "type",
+        "call_id",
+        "output",
+        "id",
+        "status",
+        "caller",
+        "name",
+        "namespace",
+    },
+    "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
+}
+_TEXT_PARTS = ("input_text", "output_text")
+
+
+def input_messages(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise invalid("input", "`input` must be a string or a non-empty array of items")
+    turns = _Turns()
+    for i, item in enumerate(value):
+        path = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise invalid(path, f"`{path}` must be an object")
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind not in _KEYS:
+            raise unsupported(f"{path}.type", f"input item type {kind!r}")
+        for key in item:
+            if key not in _KEYS[kind]:
+                raise unknown_field(f"{path}.{key}")
+        getattr(turns, kind)(item, path)
+    return turns.done()
+
+
+def _str(item: dict, key: str, path: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise invalid(f"{path}.{key}", f"`{path}.{key}` must be a string")
+    return value
+
+
+def text_of(content: Any, path: str) -> str:
+    """A string, or text parts (`input_text` / `output_text`) joined with newlines."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(path, f"`{path}` must be a string or an array of content parts")
+    texts = []
+    for j, part in enumerate(content):
+        part_path = f"{path}[{j}]"
+        if not isinstance(part, dict):
+            raise invalid(part_path, f"`{part_path}` must be an object")
+        kind = part.get("type")
+        if kind == "refusal":
+            texts.append(_str(part, "refusal", part_path))
+            continue
+        if kind not in _TEXT_PARTS:
+            raise unsupported(f"{part_path}.type", f"content part type {kind!r}")
+        texts.append(_str(part, "text", part_path))
+    return "\n".join(texts)
+
+
+class _Turns:
+    """Accumulates messages; the open assistant turn collects reasoning, text and calls."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._assistant: dict[str, Any] | None = None
+
+    def _flush(self) -> None:
+        if self._assistant is not None:
+            self.messages.append(self._assistant)
+            self._assistant = None
+
+    def _turn(self, fresh: bool) -> dict[str, Any]:
+        """The open assistant turn; a new one when `fresh` and the open one has output."""
+        turn = self._assistant
+        if turn is not None and fresh and (turn["content"] or turn.get("tool_calls")):
+            self._flush()
+            turn = None
+        if turn is None:
+            turn = self._assistant = {"role": "assistant", "content": ""}
+        return turn
+
+    def message(self, item: dict, path: str) -> None:
+        role = item.get("role")
+        if role not in _ROLES:
+            raise invalid(f"{path}.role", f"`{path}.role` must be one of {sorted(_ROLES)}")
+        text = text_of(item.get("content"), f"{path}.content")
+        if role == "assistant":
+            self._turn(fresh=True)["content"] = text
+            return
+        self._flush()
+        self.messages.append({"role": _ROLES[role], "content": text})
+
+    def function_call(self, item: dict, path: str) -> None:
+        call = {
+            "id": _str(item, "call_id", path),
+            "type": "function",
+            "function": {
+                "name": _str(item, "name", path),
+                "arguments": _str(item, "arguments", path),
+            },
+        }
+        self._turn(fresh=False).setdefault("tool_calls", []).append(call)
+
+    def function_call_output(self, item: dict, path: str) -> None:
+        self._flush()
+        text = text_of(item.get("output"), f"{path}.output")
+        self.messages.append(
+            {"role": "tool", "content": text, "tool_call_id": _str(item, "call_id", path)}
+        )
+
+    def reasoning(self, item: dict, path: str) -> None:
+        parts = item.get("content") or item.get("summary") or []
+        if not isinstance(parts, list):
+            raise invalid(f"{path}.content", f"`{path}.content` must be an array")
+        texts = []
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+                raise invalid(f"{path}.content[{j}]", "reasoning parts must have a string `text`")
+            texts.append(part["text"])
+        if any(texts):
+            self._turn(fresh=True)["reasoning_content"] = "\n".join(texts)
+
+    def done(self) -> list[dict[str, Any]]:
+        self._flush()
+        return self.messages

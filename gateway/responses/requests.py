@@ -1,0 +1,209 @@
+"""Parse `POST /v1/responses` bodies into a generation request plus what the Response echoes.
+
+Honoured: `model`, `input`, `instructions` (a system message, not carried over by
+`previous_response_id`, as in OpenAI), `previous_response_id` (the stored conversation is
+prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`,
+`tool_choice`, `parallel_tool_calls`, `text.format` (JSON modes by constrained decoding),
+`reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on),
+`top_logprobs` and `include: ["message.output_text.logprobs"]`, and the extensions `top_k`,
+`min_p`, `repetition_penalty`, `chat_template_kwargs`. Accepted without local meaning:
+`metadata` (echoed), `user`, `safety_identifier`, `prompt_cache_key`,
+`prompt_cache_retention`, `service_tier`, `reasoning.summary`, `truncation: "disabled"`,
+`background: false`, other `include` values. Everything else is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import openai_fields as f
+from gateway.errors import APIError, invalid, unknown_field, unsupported
+from gateway.generation_request import GenerationRequest
+from gateway.responses.inputs import input_messages
+from gateway.responses.store import ResponseStore
+from gateway.structured import JSON_OBJECT, check_keys, json_schema
+from gateway.tools import function_tool, named_choice, tool_inputs
+from protocol.messages import Op, SamplingParams
+
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+_NO_THINKING_EFFORTS = ("none", "minimal")
+_FIELDS = frozenset(
+    {
+        "model", "input", "instructions", "previous_response_id", "store", "max_output_tokens",
+        "temperature", "top_p", "stream", "stream_options", "tools", "tool_choice",
+        "parallel_tool_calls", "text", "reasoning", "top_logprobs", "include", "metadata",
+        "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
+        "service_tier", "truncation", "background", "top_k", "min_p", "repetition_penalty",
+        "chat_template_kwargs",
+    }
+)  # fmt: skip
+_TOOL_KEYS = {
+    "type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers",
+}  # fmt: skip
+
+
+@dataclass(slots=True)
+class ResponsesRequest:
+    generation: GenerationRequest
+    conversation: list[dict[str, Any]]  # history + this input, without the instructions
+    store: bool
+    logprobs: bool  # logprobs in output_text parts
+    echo: dict[str, Any] = field(default_factory=dict)  # request fields the Response repeats
+
+
+def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> ResponsesRequest:
+    for name in body:
+        if name not in _FIELDS:
+            raise unknown_field(name)
+    _no_ops(body)
+    model = f.string(body, "model")
+    if not model:
+        raise invalid("model", "`model` is required")
+    previous = f.string(body, "previous_response_id")
+    history: list[dict[str, Any]] = []
+    if previous is not None:
+        stored = store.get(previous)
+        if stored is None:
+            raise APIError(
+                400,
+                f"Previous response with id {previous!r} not found (responses are kept in memory, "
+                f"the last {store.capacity})",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        history = stored.conversation
+    conversation = history + input_messages(body.get("input"))
+    instructions = f.string(body, "instructions")
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
+    _reasoning(body, kwargs)
+    inputs: dict[str, Any] = {"messages": system + conversation, "chat_template_kwargs": kwargs}
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(f.array(body, "tools") or [])]
+    choice = _tool_choice(body.get("tool_choice"))
+    inputs.update(tool_inputs(tools, choice, f.boolean(body, "parallel_tool_calls")))
+    logprobs = _logprobs(body)
+    max_tokens = f.integer(body, "max_output_tokens", 1)
+    sampling = SamplingParams(
+        max_tokens=max_tokens or default_max_tokens,
+        temperature=f.number(body, "temperature", 0, 2),
+        top_p=f.number(body, "top_p", 0, 1, lo_open=True),
+        top_k=f.top_k(body),
+        min_p=f.number(body, "min_p", 0, 1),
+        repetition_penalty=f.number(body, "repetition_penalty", 0, None, lo_open=True),
+        logprobs=logprobs,
+        constraint=_text_format(body),
+    )
+    if sampling.constraint is not None and tools and inputs.get("tool_choice") != "none":
+        raise unsupported("text.format", "a JSON format together with callable tools")
+    stream, _ = f.stream_flags(body)
+    generation = GenerationRequest(Op.CHAT, model, inputs, sampling, stream)
+    store_it = f.boolean(body, "store") is not False
+    echo = {
+        "instructions": instructions,
+        "max_output_tokens": max_tokens,
+        "metadata": f.obj(body, "metadata") or {},
+        "parallel_tool_calls": inputs.get("parallel_tool_calls", True),
+        "previous_response_id": previous,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "tool_choice": _echo_choice(choice),
+        "tools": body.get("tools") or [],
+        "text": {"format": (body.get("text") or {}).get("format") or {"type": "text"}},
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "store": store_it,
+        "top_logprobs": f.integer(body, "top_logprobs"),
+        "truncation": "disabled",
+        "user": f.string(body, "user"),
+    }
+    return ResponsesRequest(generation, conversation, store_it, logprobs is not None, echo)
+
+
+def _no_ops(body: dict) -> None:
+    for name in ("user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"):
+        f.string(body, name)
+    f.string(body, "service_tier")
+    f.obj(body, "metadata")
+    if body.get("truncation") not in (None, "disabled"):
+        raise unsupported("truncation", "only 'disabled'")
+    if f.boolean(body, "background"):
+        raise unsupported("background", "background responses")
+
+
+def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
+    reasoning = f.obj(body, "reasoning")
+    if reasoning is None:
+        return
+    check_keys(reasoning, {"effort", "summary", "generate_summary"}, "reasoning")
+    effort = reasoning.get("effort")
+    if effort is not None:
+        if not isinstance(effort, str):
+            raise invalid("reasoning.effort", "`reasoning.effort` must be a string")
+        kwargs.setdefault("enable_thinking", effort not in _NO_THINKING_EFFORTS)
+
+
+def _tool(tool: Any, path: str) -> dict[str, Any]:
+    if not isinstance(tool, dict):
+        raise invalid(path, f"`{path}` must be an object")
+    if tool.get("type") != "function":
+        raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} (only 'function')")
+    check_keys(tool, _TOOL_KEYS, path)
+    return function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), path)
+
+
+def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    if choice is None or choice in ("none", "auto", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = choice.get("name")
+        if not isinstance(name, str) or not name:
+            raise invalid("tool_choice.name", "`tool_choice.name` must be a string")
+        return named_choice(name)
+    if isinstance(choice, dict):
+        raise unsupported("tool_choice", f"type {choice.get('type')!r}")
+    raise invalid("tool_choice", "`tool_choice` must be 'none', 'auto', 'required' or a function")
+
+
+def _echo_choice(choice: str | dict[str, Any] | None) -> Any:
+    if isinstance(choice, dict):
+        return {"type": "function", "name": choice["function"]["name"]}
+    return choice or "auto"
+
+
+def _logprobs(body: dict) -> int | None:
+    include = f.array(body, "include") or []
+    for item in include:
+        if not isinstance(item, str):
+            raise invalid("include", "`include` must be an array of strings")
+    top = f.integer(body, "top_logprobs", 0, 20)
+    if LOGPROBS_INCLUDE in include or top is not None:
+        return top or 0
+    return None
+
+
+def _text_format(body: dict) -> dict[str, Any] | None:
+    text = f.obj(body, "text")
+    if text is None:
+        return None
+    check_keys(text, {"format", "verbosity"}, "text")
+    if text.get("verbosity") is not None:
+        raise unsupported("text.verbosity")
+    spec = text.get("format")
+    if spec is None:
+        return None
+    path = "text.format"
+    if not isinstance(spec, dict):
+        raise invalid(path, "`text.format` must be an object")
+    kind = spec.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return dict(JSON_OBJECT)
+    if kind == "json_schema":
+        check_keys(spec, {"type", "name", "schema", "strict", "description"}, path)
+        if not isinstance(spec.get("schema"), dict):
+            raise invalid(f"{path}.schema", "`text.format.schema` must be a JSON Schema object")
+        return json_schema(spec["schema"], spec.get("name"), spec.get("strict"), path)
+    raise invalid(
+        f"{path}.type", "`text.format.type` must be 'text', 'json_object' or 'json_schema'"
+    )

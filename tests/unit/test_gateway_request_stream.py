@@ -1,0 +1,75 @@
+"""Merging of pending deltas for a slow reader (RequestStream) and within one batch (coalesce):
+output is concatenated but never reordered, and shared deltas are never mutated."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.generation import coalesce
+from gateway.request_stream import RequestStream
+from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
+
+
+def pending(*deltas: Delta) -> list[Delta]:
+    stream = RequestStream("r")
+    for delta in deltas:
+        stream.push(delta)
+    return asyncio.run(stream.__anext__())
+
+
+def lp(token: str) -> TokenLogprob:
+    return TokenLogprob(1, token, -1.0)
+
+
+def test_reasoning_then_text_merge_into_one_delta():
+    (merged,) = pending(Delta("r", reasoning="a"), Delta("r", reasoning="b"), Delta("r", text="c"))
+    assert (merged.reasoning, merged.text) == ("ab", "c")
+
+
+def test_reasoning_after_text_is_kept_apart_to_preserve_order():
+    got = pending(Delta("r", text="a"), Delta("r", reasoning="b"))
+    assert [(d.text, d.reasoning) for d in got] == [("a", ""), ("", "b")]
+
+
+def test_text_after_a_tool_call_is_kept_apart():
+    got = pending(Delta("r", tool_calls=[ToolCallDelta(0, "c", "f", "{")]), Delta("r", text="x"))
+    assert len(got) == 2
+
+
+def test_argument_pieces_of_one_call_are_joined():
+    (merged,) = pending(
+        Delta("r", tool_calls=[ToolCallDelta(0, "c", "f", "{")]),
+        Delta("r", tool_calls=[ToolCallDelta(0, None, None, '"a"')]),
+        Delta("r", tool_calls=[ToolCallDelta(0, None, None, "}")]),
+    )
+    assert [(p.id, p.name, p.arguments) for p in merged.tool_calls] == [("c", "f", '{"a"}')]
+
+
+def test_a_second_call_starts_a_new_piece():
+    (merged,) = pending(
+        Delta("r", tool_calls=[ToolCallDelta(0, "c0", "f", "{}")]),
+        Delta("r", tool_calls=[ToolCallDelta(1, "c1", "g", "{")]),
+    )
+    assert [p.index for p in merged.tool_calls] == [0, 1]
+
+
+def test_logprobs_and_token_ids_are_concatenated():
+    (merged,) = pending(
+        Delta("r", text="a", token_ids=[1], logprobs=[lp("a")]),
+        Delta("r", text="b", token_ids=[2], logprobs=[lp("b")]),
+    )
+    assert merged.token_ids == [1, 2]
+    assert [e.token for e in merged.logprobs] == ["a", "b"]
+
+
+def test_the_terminal_delta_is_never_merged():
+    got = pending(Delta("r", text="a"), Delta("r", finish_reason="stop", usage=Usage(1, 1)))
+    assert [d.finish_reason for d in got] == [None, "stop"]
+
+
+def test_coalesce_merges_a_batch_per_choice_without_touching_the_originals():
+    first = Delta("r", text="a", token_ids=[1])
+    batch = [(0, first), (0, Delta("r", text="b", token_ids=[2])), (1, Delta("r", text="c"))]
+    merged = coalesce(batch)
+    assert [(i, d.text) for i, d in merged] == [(0, "ab"), (1, "c")]
+    assert (first.text, first.token_ids) == ("a", [1])

@@ -14,7 +14,9 @@ from typing import Any
 
 import click
 
+from gateway.bench.options import bench_options
 from gateway.config import ServerConfig
+from gateway.speech_cli import tts
 
 DEFAULTS = ServerConfig(model="", served_model_name="")
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -53,6 +55,68 @@ def resolve(model: str | None) -> tuple[str, str]:
     except (ModelNotFound, ModelDownloadFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     return resolved.path, resolved.name
+
+
+def generation_options(command: Any) -> Any:
+    """The worker's generation flags (ServerConfig fields of the same names)."""
+    options = [
+        ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
+        ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
+        ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
+        ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
+        ("--kv-group-size", click.Choice(["32", "64", "128"]), "KV quantization group size."),
+        ("--quantized-kv-start", click.IntRange(min=0), "Quantize the KV cache past this."),
+        ("--max-kv-size", click.IntRange(min=5), "Rotating KV cache of this many tokens."),
+        ("--dtype", click.Choice(["auto", "float32", "float16", "bfloat16"]), "Weight dtype."),
+        ("--blas", click.Choice(["auto", "bundled", "openblas"]), "Linux CPU: OpenBLAS use."),
+        ("--prefix-cache-bytes", click.IntRange(min=0), "Prefix cache budget; 0: off."),
+        ("--ssd-cache-dir", click.Path(file_okay=False), "Also keep prefix caches here."),
+        ("--ssd-cache-max-gb", click.FloatRange(min=0), "Size cap of --ssd-cache-dir."),
+        ("--warm-prompts", click.Path(exists=True, dir_okay=False), "JSONL prompts to cache."),
+        ("--tts-model", None, "TTS checkpoint served next to MODEL (speech out)."),
+        ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
+        ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
+        ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
+    ]
+    for flag, kind, help_text in reversed(options):
+        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        default = str(default) if isinstance(kind, click.Choice) and default else default
+        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
+            command
+        )
+    return command
+
+
+def generation_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
+    from gateway.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+    from worker.blas import BlasUnavailable, blas_environment
+    from worker.warm_prompts import WarmPromptsError, load_warm_prompts
+
+    fields = {
+        name: options[name]
+        for name in (
+            "prefill_step_size", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
+            "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
+            "warm_prompts", "reasoning_parser", "tool_call_parser",
+        )
+    }  # fmt: skip
+    fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
+    fields["kv_group_size"] = int(options["kv_group_size"])
+    for name in ("draft_model", "tts_model", "asr_model"):
+        if options[name]:
+            try:
+                fields[name] = resolve_model(options[name]).path
+            except (ModelNotFound, ModelDownloadFailed) as exc:
+                flag = "--" + name.replace("_", "-")
+                raise click.ClickException(f"{flag}: {exc}") from exc
+    try:
+        blas_environment(options["blas"], {})
+        if options["warm_prompts"]:
+            load_warm_prompts(options["warm_prompts"])
+    except (BlasUnavailable, WarmPromptsError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    return fields
 
 
 @main.command()
@@ -112,6 +176,8 @@ def resolve(model: str | None) -> tuple[str, str]:
 @click.option(
     "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
 )
+@click.option("--omni", is_flag=True, help="MODEL is a speech model (TTS or recognition) alone.")
+@generation_options
 def serve(model: str | None, **options: Any) -> None:
     """Serve MODEL: a local checkpoint directory or a hub repo id (default: a tiny demo)."""
     import uvicorn
@@ -138,6 +204,8 @@ def serve(model: str | None, **options: Any) -> None:
         heartbeat_timeout=options["heartbeat_timeout"],
         max_body_bytes=int(options["max_body_mb"] * 2**20),
         log_level=options["log_level"],
+        omni=options["omni"],
+        **generation_config(options),
     )
     app = create_app(config, Engine(config))
     server = uvicorn.Server(
@@ -215,3 +283,39 @@ def stats(url: str, api_key: str | None) -> None:
     """Print the worker's statistics."""
     result = _call("GET", url.rstrip("/") + "/v1/admin/stats", api_key, 30.0)
     click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@bench_options
+def bench(**options: Any) -> None:
+    """Measure a running OpenAI-compatible server: TTFT, inter-token latency, tok/s."""
+    from gateway.bench.command import run
+
+    run(**options)
+
+
+main.add_command(tts)  # speech synthesis without a server (gateway/speech_cli.py)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", required=True, help="Speech-recognition model: directory or hub id.")
+@click.option("--language", help="ISO-639-1 code of the speech [default: detect].")
+@click.option("--prompt", help="Context / initial prompt.")
+@click.option("--temperature", type=click.FloatRange(0, 1), help="[default: fallback ladder]")
+@click.option("--task", type=click.Choice(["transcribe", "translate"]), default="transcribe")
+@click.option(
+    "--format", type=click.Choice(["json", "text", "srt", "verbose_json", "vtt"]), default="text"
+)
+@click.option("--word-timestamps", is_flag=True, help="Words in verbose_json.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here [default: stdout].")
+def transcribe(file: str, model: str, **options: Any) -> None:
+    """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
+    # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
+    argv = [sys.executable, "-m", "worker.oneshot", "transcribe", file]
+    argv += ["--model", resolve(model)[0]]
+    for name, value in options.items():
+        if value not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+    sys.exit(subprocess.run(argv).returncode)

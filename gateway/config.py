@@ -24,3 +24,23 @@ class ServerConfig:
     max_restarts: int = 5  # crashes within restart_window before giving up
     restart_window: float = 120.0
     log_level: str = "info"
+    # Generation, passed to the worker as flags of the same names (worker/generation_args.py).
+    prefill_step_size: int = 2048  # prompt tokens per prefill chunk
+    draft_model: str | None = None  # checkpoint directory: speculative decoding
+    num_draft_tokens: int = 3
+    kv_bits: int | None = None  # quantized KV cache
+    kv_group_size: int = 64
+    quantized_kv_start: int = 5000
+    max_kv_size: int | None = None  # rotating KV cache
+    dtype: str = "auto"  # auto | float32 | float16 | bfloat16: cast the weights at load
+    blas: str = "auto"  # auto | bundled | openblas (Linux CPU; worker/blas.py)
+    prefix_cache_bytes: int = 2 << 30  # 0: no prefix cache in memory
+    ssd_cache_dir: str | None = None  # prefix cache entries also on disk, here
+    ssd_cache_max_gb: float = 16.0
+    warm_prompts: str | None = None  # JSON Lines of prompts prefilled into the cache at start
+    # Engines next to (or instead of) the text model, and output parsing of the text model.
+    tts_model: str | None = None  # a TTS checkpoint served next to the main model
+    asr_model: str | None = None  # a speech-recognition checkpoint served next to it
+    omni: bool = False  # the main model is a speech model (TTS or speech recognition)
+    reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
+    tool_call_parser: str = "auto"  # auto | none | a format of worker/parsers/registry.py

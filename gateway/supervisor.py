@@ -230,7 +230,7 @@ class Supervisor:
         try:
             argv = self._command(self.config, path, self.client.endpoints)
             try:
-                proc = await WorkerProcess.spawn(argv, worker_env(path))
+                proc = await WorkerProcess.spawn(argv, worker_env(path, self.config))
             except OSError as exc:
                 return LaunchFailure(f"cannot start the worker: {exc}", retry=False)
             self.process = proc

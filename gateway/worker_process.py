@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from gateway.config import ServerConfig
 from protocol import Endpoints
+from worker.blas import BlasUnavailable, blas_environment
 
 log = logging.getLogger("gateway.worker")
 
@@ -30,10 +31,19 @@ TAIL_LINES = 20
 PIPE_DRAIN_TIMEOUT = 1.0
 
 
+# ServerConfig fields passed to the worker as `--field-name value` when they are set.
+GENERATION_FLAGS = (
+    "prefill_step_size", "draft_model", "num_draft_tokens", "kv_bits", "kv_group_size",
+    "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
+    "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "tts_model", "asr_model",
+    "reasoning_parser", "tool_call_parser",
+)  # fmt: skip
+
+
 def default_worker_command(
     config: ServerConfig, model_path: str, endpoints: Endpoints
 ) -> list[str]:
-    return [
+    argv = [
         sys.executable, "-m", "worker",
         "--model", model_path,
         "--to-worker", endpoints.to_worker,
@@ -43,13 +53,27 @@ def default_worker_command(
         "--heartbeat-interval", str(config.heartbeat_interval),
         "--log-level", config.log_level,
     ]  # fmt: skip
+    for name in GENERATION_FLAGS:
+        value = getattr(config, name)
+        if value is not None:
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    if config.omni:
+        argv.append("--omni")
+    return argv
 
 
-def worker_env(model_path: str) -> dict[str, str]:
+def worker_env(model_path: str, config: ServerConfig | None = None) -> dict[str, str]:
+    """The worker's environment; with `config`, LD_PRELOAD carries OpenBLAS per `config.blas`
+    (the dynamic loader reads it only when a process starts: see worker/blas.py)."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")  # its log lines reach ours as they happen
     if os.path.isdir(model_path):
         env["HF_HUB_OFFLINE"] = "1"  # a local checkpoint must never trigger a hub lookup
+    if config is not None:
+        try:
+            env = blas_environment(config.blas, env)
+        except BlasUnavailable as exc:  # the worker refuses to start and says why
+            log.error("%s", exc)
     return env
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
+from scripts import tiny_tts, tiny_whisper
 from scripts.tiny_tokenizer import (
     LLAMA3,
     QWEN2,
@@ -250,6 +251,30 @@ class Arch:
 ARCHS: Mapping[str, Arch] = {
     "qwen3": Arch(QWEN2, _qwen3_config, _qwen3_generation_config),
     "llama": Arch(LLAMA3, _llama_config, _llama_generation_config),
+    # Speech in, for mlx_audio.stt.load: its own build writes every file (scripts/tiny_whisper.py).
+    "whisper": Arch(
+        tiny_whisper.TOKENIZER,
+        tiny_whisper.config,
+        tiny_whisper.generation_config,
+        sizes=tiny_whisper.SIZES,
+        build=tiny_whisper.build,
+    ),
+    # Speech out, for mlx_audio.tts.load_model: their own builds write every file
+    # (scripts/tiny_tts.py).
+    "qwen3_tts": Arch(
+        tiny_tts.QWEN3_TTS_TOKENIZER,
+        tiny_tts.qwen3_tts_config,
+        tiny_tts.qwen3_tts_generation_config,
+        sizes=tiny_tts.QWEN3_TTS_SIZES,
+        build=tiny_tts.build_qwen3_tts,
+    ),
+    "soprano": Arch(
+        tiny_tts.SOPRANO_TOKENIZER,
+        tiny_tts.soprano_config,
+        tiny_tts.soprano_generation_config,
+        sizes=tiny_tts.SOPRANO_SIZES,
+        build=tiny_tts.build_soprano,
+    ),
 }
 
 

@@ -18,9 +18,12 @@ import sys
 import traceback
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
 from worker.channels import WorkerChannels
+from worker.engines import add_engine_arguments
+from worker.generation_args import add_generation_arguments, check_generation_arguments
 from worker.handoff import Handoff
 from worker.io_threads import Receiver, Sender
 from worker.parent_watchdog import install_parent_watchdog
@@ -29,7 +32,6 @@ from worker.stats import WorkerStats
 
 log = logging.getLogger("worker")
 
-CAPABILITIES = ["chat", "complete"]
 _CLOSE_TIMEOUT_S = 3.0
 
 
@@ -41,6 +43,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parent-pid", type=int, required=True, help="exit when it exits")
     parser.add_argument("--max-num-seqs", type=int, default=8, help="requests generated at once")
     parser.add_argument("--heartbeat-interval", type=float, default=0.5, help="seconds")
+    add_generation_arguments(parser)
+    add_engine_arguments(parser)
     parser.add_argument(
         "--log-level",
         type=str.lower,
@@ -52,6 +56,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--max-num-seqs must be at least 1")
     if args.heartbeat_interval <= 0:
         parser.error("--heartbeat-interval must be positive")
+    check_generation_arguments(parser, args)
     return args
 
 
@@ -78,7 +83,7 @@ def run_worker_process(args: argparse.Namespace) -> int:
     receiver.start()
     sender.start()
 
-    code = _serve(args, handoff, outbox, stats, sender)
+    code = _serve(args, handoff, outbox, stats, sender, receiver)
 
     receiver.stop()
     receiver.join(_CLOSE_TIMEOUT_S)
@@ -96,58 +101,75 @@ def _serve(
     outbox: queue.SimpleQueue,
     stats: WorkerStats,
     sender: Sender,
+    receiver: Receiver,
 ) -> int:
     # Imported here so that a broken MLX install is reported as Fatal like any load failure.
     try:
-        from worker.text_engine import load_text_model
+        from worker.engines import load_engines
+        from worker.generation_args import check_blas
 
+        check_blas(args.blas)
         log.info("loading %s", args.model)
-        text_model = load_text_model(args.model)
+        loaded = load_engines(args)
     except Exception as exc:
         log.exception("cannot load %s", args.model)
         outbox.put(Fatal(f"cannot load model {args.model!r}: {exc}", traceback.format_exc()))
         return 1
 
+    if loaded.tokenizer is not None:
+        from worker.token_counting import count_chat_tokens
+
+        # count_tokens calls are answered on the receiver thread (tokenizer only, no MLX).
+        receiver.set_token_counter(partial(count_chat_tokens, loaded.tokenizer))
     outbox.put(
         Ready(
             protocol_version=PROTOCOL_VERSION,
             model=args.model,
-            capabilities=list(CAPABILITIES),
-            limits={**text_model.limits, "max_num_seqs": args.max_num_seqs},
+            capabilities=loaded.capabilities,
+            limits={**loaded.limits, "max_num_seqs": args.max_num_seqs},
             pid=os.getpid(),
+            audio=loaded.audio,
         )
     )
     sender.enable_heartbeats()
-    log.info("ready: %s", args.model)
+    log.info("ready: %s (%s)", args.model, ", ".join(loaded.capabilities))
 
     try:
-        _run_scheduler(text_model, handoff, outbox, stats, args.max_num_seqs)
+        _run_scheduler(loaded.engines, loaded.model, handoff, outbox, stats, args.max_num_seqs)
     except Exception as exc:
         log.exception("worker loop failed")
         outbox.put(
             Fatal(f"worker loop failed: {type(exc).__name__}: {exc}", traceback.format_exc())
         )
         return 1
+    finally:
+        loaded.close()
     log.info("shut down")
     return 0
 
 
 def _run_scheduler(
-    text_model, handoff: Handoff, outbox: queue.SimpleQueue, stats: WorkerStats, max_num_seqs: int
+    engines: list[Any],
+    model: Any,
+    handoff: Handoff,
+    outbox: queue.SimpleQueue,
+    stats: WorkerStats,
+    max_num_seqs: int,
 ) -> None:
-    from mlx_lm.generate import generation_stream, wired_limit
-
-    from worker.text_engine import start_text_generation
-
     scheduler = Scheduler(
-        start=partial(start_text_generation, text_model),
+        engines=engines,
         handoff=handoff,
         outbox=outbox,
         stats=stats,
         max_num_seqs=max_num_seqs,
     )
+    if model is None:  # speech only
+        scheduler.run()
+        return
+    from mlx_lm.generate import generation_stream, wired_limit
+
     # mlx-lm's own generate functions run under this (it raises the wired memory limit on Metal).
-    with wired_limit(text_model.model, [generation_stream]):
+    with wired_limit(model, [generation_stream]):
         scheduler.run()
 
 

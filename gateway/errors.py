@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.disconnect import ClientDisconnected
 from gateway.engine import EngineUnavailable, QueueFull
-from protocol.messages import ErrorCode, ErrorInfo
+from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason
 
 INVALID_REQUEST = "invalid_request_error"
 AUTHENTICATION = "authentication_error"
@@ -165,6 +165,33 @@ def aborted() -> APIError:
         type=SERVER_ERROR,
         code="aborted",
     )
+
+
+_NORMAL_ENDS = (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS)
+
+
+def terminal_error(delta: Delta) -> APIError | None:
+    """The client-facing error a terminal delta stands for; None for a normal end."""
+    if delta.finish_reason in _NORMAL_ENDS:
+        return None
+    if delta.finish_reason == FinishReason.ABORT:
+        return aborted()
+    return worker_error(delta.error)
+
+
+def no_terminal(what: str = "request") -> APIError:
+    """A request whose deltas stopped before its terminal one (never expected)."""
+    return APIError(500, f"The {what} ended without a result", type=SERVER_ERROR, code="internal")
+
+
+def as_api_error(exc: BaseException, log: Any, what: str) -> APIError:
+    """Any exception raised while a response is produced, as the error the client gets."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, EngineUnavailable):
+        return engine_unavailable(exc)
+    log.error("%s failed mid-stream", what, exc_info=exc)
+    return APIError(500, "Internal server error", type=SERVER_ERROR, code="internal")
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

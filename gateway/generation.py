@@ -24,48 +24,22 @@ from starlette.types import Receive, Scope, Send
 
 from gateway import errors
 from gateway.disconnect import ClientDisconnected, DisconnectWatcher
-from gateway.engine import EngineUnavailable
 from gateway.fan_in import Choices, Indexed
 from gateway.generation_request import GenerationRequest
 from gateway.output import ChoiceOutput, total_usage
 from gateway.request_stream import merge_into, mergeable
 from gateway.sse import SSE_HEADERS, StreamEncoder, has_output
-from protocol.messages import Delta, FinishReason, ToolCallDelta, Usage
+from protocol.messages import Delta, ToolCallDelta, Usage
 
 log = logging.getLogger(__name__)
 
 _HEADERS = [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
-_NORMAL_ENDS = (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS)
 
 
 @dataclass(slots=True)
 class Generated:
     choices: list[ChoiceOutput]
     usage: Usage  # all choices together: the prompt once, completions summed
-
-
-def _terminal_error(delta: Delta) -> errors.APIError | None:
-    """The client-facing error a terminal delta stands for; None for a normal end."""
-    if delta.finish_reason in _NORMAL_ENDS:
-        return None
-    if delta.finish_reason == FinishReason.ABORT:
-        return errors.aborted()
-    return errors.worker_error(delta.error)
-
-
-def _as_api_error(exc: BaseException) -> errors.APIError:
-    if isinstance(exc, errors.APIError):
-        return exc
-    if isinstance(exc, EngineUnavailable):
-        return errors.engine_unavailable(exc)
-    log.error("generation failed mid-stream", exc_info=exc)
-    return errors.APIError(500, "Internal server error", type=errors.SERVER_ERROR, code="internal")
-
-
-def _no_terminal() -> errors.APIError:
-    return errors.APIError(
-        500, "The request ended without a result", type=errors.SERVER_ERROR, code="internal"
-    )
 
 
 async def _enter_all(engine: Any, req: GenerationRequest, stack: AsyncExitStack) -> list[Any]:
@@ -120,11 +94,11 @@ async def _collect(batches: Any, index: int) -> ChoiceOutput:
         for delta in batch:
             output.add(delta)
             if delta.finish_reason is not None:
-                error = _terminal_error(delta)
+                error = errors.terminal_error(delta)
                 if error is not None:
                     raise error
                 return output
-    raise _no_terminal()
+    raise errors.no_terminal()
 
 
 # -- streamed ------------------------------------------------------------------------------
@@ -139,7 +113,7 @@ async def stream(
     try:
         choices, first = await watcher.run(_open(engine, req, stack))
         for _, delta in first:
-            error = _terminal_error(delta) if delta.finish_reason is not None else None
+            error = errors.terminal_error(delta) if delta.finish_reason is not None else None
             if error is not None:
                 raise error
     except BaseException:
@@ -160,7 +134,7 @@ async def _open(
             try:
                 batch = await iterator.__anext__()
             except StopAsyncIteration:
-                raise _no_terminal() from None
+                raise errors.no_terminal() from None
             first.extend((index, delta) for delta in batch)
     except BaseException:
         await stack.aclose()  # leaving the contexts before the terminal deltas aborts them
@@ -249,10 +223,10 @@ class EventStream(Response):
                     if done:
                         break
                 else:
-                    body = encoder.error(_no_terminal())
+                    body = encoder.error(errors.no_terminal())
                     await send({"type": "http.response.body", "body": body, "more_body": True})
         except Exception as exc:  # after the 200 went out, errors can only travel in-band
-            body = encoder.error(_as_api_error(exc))
+            body = encoder.error(errors.as_api_error(exc, log, "generation"))
             await send({"type": "http.response.body", "body": body, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -265,7 +239,7 @@ class EventStream(Response):
                 parts.append(encoder.delta(index, delta))
             if delta.finish_reason is None:
                 continue
-            error = _terminal_error(delta)
+            error = errors.terminal_error(delta)
             if error is not None:
                 parts.append(encoder.error(error))
                 return b"".join(parts), True

@@ -32,7 +32,7 @@ from gateway.audio_encoding import CONTENT_TYPES, AudioEncoder, make_encoder
 from gateway.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.speech_requests import SpeechCall
 from gateway.sse import SSE_HEADERS, sse_event
-from protocol.messages import Delta, FinishReason, SamplingParams, Usage
+from protocol.messages import Delta, SamplingParams, Usage
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +44,6 @@ class Speech:
     pcm: bytes
     sample_rate: int
     usage: Usage
-
-
-def terminal_error(delta: Delta) -> errors.APIError | None:
-    """The client-facing error of a terminal delta; None when the speech ended normally."""
-    if delta.finish_reason in (FinishReason.STOP, FinishReason.LENGTH):
-        return None
-    if delta.finish_reason == FinishReason.ABORT:
-        return errors.aborted()
-    return errors.worker_error(delta.error)
-
-
-def _no_terminal() -> errors.APIError:
-    return errors.APIError(
-        500, "The request ended without a result", type=errors.SERVER_ERROR, code="internal"
-    )
 
 
 def _sampling(call: SpeechCall) -> SamplingParams:
@@ -84,11 +69,11 @@ async def _collect(engine: Any, call: SpeechCall) -> Speech:
                     chunks.append(delta.audio)
                     rate = delta.sample_rate or rate
                 if delta.finish_reason is not None:
-                    error = terminal_error(delta)
+                    error = errors.terminal_error(delta)
                     if error is not None:
                         raise error
                     return Speech(b"".join(chunks), rate, delta.usage or Usage(0, 0))
-    raise _no_terminal()
+    raise errors.no_terminal("speech")
 
 
 async def stream(request: Request, engine: Any, call: SpeechCall, sample_rate: int) -> Response:
@@ -98,7 +83,7 @@ async def stream(request: Request, engine: Any, call: SpeechCall, sample_rate: i
     try:
         batches, first = await watcher.run(_open(engine, call, stack))
         terminal = next((d for d in first if d.finish_reason is not None), None)
-        error = terminal_error(terminal) if terminal is not None else None
+        error = errors.terminal_error(terminal) if terminal is not None else None
         if error is not None:
             raise error
     except BaseException:
@@ -118,7 +103,7 @@ async def _open(
     try:
         first = await iterator.__anext__()
     except StopAsyncIteration:
-        raise _no_terminal() from None
+        raise errors.no_terminal("speech") from None
     return iterator, first
 
 
@@ -172,7 +157,11 @@ class SpeechStream(Response):
             send, {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         )
         terminal = await self._audio(send)
-        error = terminal_error(terminal) if terminal is not None else _no_terminal()
+        error = (
+            errors.terminal_error(terminal)
+            if terminal is not None
+            else errors.no_terminal("speech")
+        )
         if error is not None:
             log.warning("speech stream failed after it started: %s", error.message)
             if not self._sse:

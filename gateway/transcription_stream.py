@@ -26,11 +26,10 @@ from starlette.types import Receive, Scope, Send
 
 from gateway import errors
 from gateway.disconnect import ClientDisconnected, DisconnectWatcher
-from gateway.engine_errors import EngineUnavailable
 from gateway.sse import SSE_HEADERS, sse_data, sse_error
 from gateway.transcription_formats import Transcript, token_usage
 from gateway.transcription_request import TranscriptionRequest
-from protocol.messages import Delta, FinishReason, Op, SamplingParams, Usage
+from protocol.messages import Delta, Op, SamplingParams, Usage
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +40,6 @@ _HEADERS = [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
 def _sampling(req: TranscriptionRequest) -> SamplingParams:
     # The engine reads everything from Submit.inputs; max_tokens has no meaning for audio.
     return SamplingParams(max_tokens=0, temperature=req.temperature)
-
-
-def _error_of(terminal: Delta) -> errors.APIError | None:
-    if terminal.finish_reason in (FinishReason.STOP, FinishReason.LENGTH):
-        return None
-    if terminal.finish_reason == FinishReason.ABORT:
-        return errors.aborted()
-    return errors.worker_error(terminal.error)
-
-
-def _no_terminal() -> errors.APIError:
-    return errors.APIError(
-        500, "The transcription ended without a result", type=errors.SERVER_ERROR, code="internal"
-    )
 
 
 def transcript_of(req: TranscriptionRequest, text: str, terminal: Delta) -> Transcript:
@@ -77,8 +62,8 @@ async def collect(request: Request, engine: Any, req: TranscriptionRequest) -> T
     finally:
         watcher.close()
     if terminal is None:
-        raise _no_terminal()
-    error = _error_of(terminal)
+        raise errors.no_terminal("transcription")
+    error = errors.terminal_error(terminal)
     if error is not None:
         raise error
     return transcript_of(req, "".join(texts), terminal)
@@ -103,7 +88,7 @@ async def stream(request: Request, engine: Any, req: TranscriptionRequest) -> Re
     try:
         batches, first = await watcher.run(_open(engine, req, stack))
         terminal = next((d for d in first if d.finish_reason is not None), None)
-        error = _error_of(terminal) if terminal is not None else None
+        error = errors.terminal_error(terminal) if terminal is not None else None
         if error is not None:
             raise error
     except BaseException:
@@ -124,7 +109,7 @@ async def _open(
         first = await iterator.__anext__()
     except StopAsyncIteration:
         await stack.aclose()
-        raise _no_terminal() from None
+        raise errors.no_terminal("transcription") from None
     except BaseException:
         await stack.aclose()  # leaving the context before the terminal delta aborts the request
         raise
@@ -171,9 +156,9 @@ class TranscriptEvents(Response):
                     if done:
                         break
                 else:
-                    await self._write(send, sse_error(_no_terminal()))
+                    await self._write(send, sse_error(errors.no_terminal("transcription")))
         except Exception as exc:  # after the 200 went out, errors can only travel in-band
-            await self._write(send, sse_error(_as_api_error(exc)))
+            await self._write(send, sse_error(errors.as_api_error(exc, log, "transcription")))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     @staticmethod
@@ -191,7 +176,7 @@ class TranscriptEvents(Response):
         terminal = next((d for d in batch if d.finish_reason is not None), None)
         if terminal is None:
             return out, False
-        error = _error_of(terminal)
+        error = errors.terminal_error(terminal)
         if error is not None:
             return out + sse_error(error), True
         done = {
@@ -200,12 +185,3 @@ class TranscriptEvents(Response):
             "usage": token_usage(terminal.usage or Usage(0, 0)),
         }
         return out + sse_data(done), True
-
-
-def _as_api_error(exc: BaseException) -> errors.APIError:
-    if isinstance(exc, errors.APIError):
-        return exc
-    if isinstance(exc, EngineUnavailable):
-        return errors.engine_unavailable(exc)
-    log.error("transcription failed mid-stream", exc_info=exc)
-    return errors.APIError(500, "Internal server error", type=errors.SERVER_ERROR, code="internal")

@@ -96,9 +96,13 @@ def table(report: BenchReport) -> str:
         "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
         for line in lines
     ]
+    config = report.config
+    prompt = f"prompt ~{config.prompt_tokens} tok"
+    if config.turns > 1:
+        first = config.history_tokens or config.prompt_tokens
+        prompt = f"turns {config.turns}: first ~{first} tok, then +~{config.prompt_tokens} tok"
     title = (
-        f"model {report.model} | {report.config.endpoint} | prompt ~{report.config.prompt_tokens}"
-        f" tok | max_tokens {report.config.max_tokens} | turns {report.config.turns}"
+        f"model {report.model} | {config.endpoint} | {prompt} | max_tokens {config.max_tokens}"
         f" | seed {report.seed} | times in ms"
     )
     return "\n".join([title, *text, *(f"warning: {w}" for w in report.warnings)])

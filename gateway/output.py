@@ -47,6 +47,7 @@ class ChoiceOutput:
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
     usage: Usage | None = None
+    stop_sequence: str = ""  # the stop string that ended it, when one did
 
     def add(self, delta: Delta) -> None:
         if delta.text:
@@ -60,6 +61,7 @@ class ChoiceOutput:
         if delta.finish_reason is not None:
             self.finish_reason = delta.finish_reason
             self.usage = delta.usage
+            self.stop_sequence = delta.stop_sequence
 
     def add_piece(self, piece: ToolCallDelta) -> ToolCall:
         call = self.calls.get(piece.index)

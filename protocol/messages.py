@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class Tag(IntEnum):
@@ -176,6 +176,7 @@ class Delta:
     sample_rate: int = 0  # of `audio`; 0 when there is none
     segments: list[Segment] = field(default_factory=list)  # transcription segments
     language: str = ""  # a transcription's (detected) language
+    stop_sequence: str = ""  # the stop string that ended the request (finish_reason "stop")
 
 
 @dataclass(slots=True)

@@ -140,6 +140,8 @@ class TextRequest:
             delta.logprobs = [self._token_logprob(token, logprobs)]
         if finish is not None:
             self._finish(delta, finish)
+            if hit_stop and delta.finish_reason == FinishReason.STOP:
+                delta.stop_sequence = self.stops.matched
         return delta
 
     def end(self, reason: str, error: ErrorInfo | None = None) -> Delta:

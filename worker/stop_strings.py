@@ -20,6 +20,7 @@ class StopStringMatcher:
         self._stops = tuple(dict.fromkeys(s for s in stops if s))
         self._held = ""
         self._stopped = False
+        self.matched = ""  # the stop string found (the earliest; the first listed on a tie)
 
     @property
     def active(self) -> bool:
@@ -42,6 +43,7 @@ class StopStringMatcher:
         buffer = self._held + text
         cut = self._earliest_stop(buffer)
         if cut is not None:
+            self.matched = next(s for s in self._stops if buffer.find(s) == cut)
             self._held = ""
             self._stopped = True
             return buffer[:cut], True

@@ -34,6 +34,7 @@ class MessageEvents:
         self._kind: str | None = None  # the open block's type
         self._calls: dict[int, int] = {}  # tool call index -> its block index
         self._finish = "stop"
+        self._stop_sequence = ""
 
     def start(self, usage: Usage | None = None) -> bytes:
         message = {
@@ -105,10 +106,14 @@ class MessageEvents:
 
     def finish(self, index: int, terminal: Delta) -> bytes:
         self._finish = finish_reason_of(terminal.finish_reason or "stop", bool(self._calls))
+        self._stop_sequence = terminal.stop_sequence
         return self._close()
 
     def end(self, usage: Usage) -> bytes:
-        delta = {"stop_reason": stop_reason(self._finish), "stop_sequence": None}
+        delta = {
+            "stop_reason": stop_reason(self._finish, self._stop_sequence),
+            "stop_sequence": self._stop_sequence or None,
+        }
         return _event(
             {"type": "message_delta", "delta": delta, "usage": usage_body(usage)}
         ) + _event({"type": "message_stop"})

@@ -1,8 +1,8 @@
 """Anthropic `Message` objects: content blocks, stop reason and usage from a choice's output.
 
-Stop reasons: stop -> "end_turn", length -> "max_tokens", tool_calls -> "tool_use". The worker
-does not report which stop string ended a generation, so a stop by `stop_sequences` is
-reported as "end_turn" with `stop_sequence: null` (documented in the README). Usage follows
+Stop reasons: stop -> "end_turn", or "stop_sequence" (with the matched string in
+`stop_sequence`) when one of `stop_sequences` ended it; length -> "max_tokens", tool_calls ->
+"tool_use". Usage follows
 Anthropic's split: `input_tokens` are the prompt tokens not read from the prefix cache,
 `cache_read_input_tokens` the ones that were.
 """
@@ -27,7 +27,9 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def stop_reason(finish: str) -> str:
+def stop_reason(finish: str, stop_sequence: str = "") -> str:
+    if finish == FinishReason.STOP and stop_sequence:
+        return "stop_sequence"
     return _STOP_REASONS.get(finish, "end_turn")
 
 
@@ -79,7 +81,7 @@ def message_body(
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(output.finish),
-        "stop_sequence": None,
+        "stop_reason": stop_reason(output.finish, output.stop_sequence),
+        "stop_sequence": output.stop_sequence or None,
         "usage": usage_body(output.usage),
     }

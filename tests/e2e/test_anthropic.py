@@ -89,7 +89,7 @@ def test_stop_sequences_end_the_text(client, qwen3_path):
     )
     message = create(client, qwen3_path, stop_sequences=[stop])
     assert message.content[0].text == full[: full.find(stop)]
-    assert message.stop_reason in ("stop_sequence", "end_turn")
+    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", stop)
 
 
 def test_forced_tool_use_loop(client, qwen3_path):

@@ -69,6 +69,21 @@ def test_stop_reasons(reason, expected):
     assert post(engine).json()["stop_reason"] == expected
 
 
+def stopped_by(sequence: str) -> list[Delta]:
+    return [Delta("r", finish_reason="stop", usage=Usage(5, 1), stop_sequence=sequence)]
+
+
+def test_a_stop_sequence_is_reported_with_the_string_that_matched():
+    body = post(CountingEngine([accepted(), text("a"), stopped_by("END")])).json()
+    assert (body["stop_reason"], body["stop_sequence"]) == ("stop_sequence", "END")
+
+
+def test_a_streamed_stop_sequence_is_reported_in_message_delta():
+    got = sse(post(CountingEngine([accepted(), text("a"), stopped_by("END")]), stream=True))
+    (delta,) = [data["delta"] for name, data in got if name == "message_delta"]
+    assert delta == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
+
+
 def test_omitted_thinking_keeps_the_block_but_not_its_text():
     body = post(CountingEngine(SCRIPT), thinking={"type": "adaptive", "display": "omitted"}).json()
     assert body["content"][0] == {"type": "thinking", "thinking": "", "signature": ""}

@@ -46,6 +46,7 @@ PINNED_FIELDS = {
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
+        "stop_sequence",
     ),
     Segment: ("id", "start", "end", "text", "words"),
     Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
@@ -61,7 +62,7 @@ PINNED_TAGS = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 3
+    assert PROTOCOL_VERSION == 4
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -106,7 +107,7 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], ""],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", ""],
             [
                 "b",
                 "",
@@ -120,6 +121,7 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
                 b"",
                 0,
                 [],
+                "",
                 "",
             ],
         ],

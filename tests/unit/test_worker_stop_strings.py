@@ -78,6 +78,15 @@ def test_the_earliest_of_several_stop_strings_wins():
     assert "".join(emitted) == "hel"
 
 
+def test_the_matched_stop_string_is_recorded():
+    matcher = StopStringMatcher(["world", "lo"])
+    assert matcher.matched == ""
+    matcher.feed("hel")
+    assert matcher.matched == ""
+    matcher.feed("lo world")
+    assert matcher.matched == "lo"
+
+
 def test_a_stop_string_at_the_very_start_emits_nothing():
     emitted, stopped, _ = run(["abc"], ["abc"])
     assert stopped

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from typing import Any
@@ -85,6 +86,37 @@ def generation_options(command: Any) -> Any:
             command
         )
     return command
+
+
+def media_options(command: Any) -> Any:
+    """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
+    options = [
+        (
+            "--allowed-local-media-path",
+            click.Path(exists=True, file_okay=False),
+            "Serve file:// URLs and paths inside this directory [default: refuse them].",
+        ),
+        ("--media-max-bytes", click.IntRange(min=1), "Size cap of one image or audio clip."),
+        ("--media-fetch-timeout", click.FloatRange(min=0, min_open=True), "Seconds per fetch."),
+        ("--max-image-pixels", click.IntRange(min=1), "Pixel cap (width x height) of an image."),
+    ]
+    for flag, kind, help_text in reversed(options):
+        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
+            command
+        )
+    return command
+
+
+def media_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig's media fields from the media flags."""
+    path = options["allowed_local_media_path"]
+    return {
+        "allowed_local_media_path": os.path.realpath(path) if path else None,
+        "media_max_bytes": options["media_max_bytes"],
+        "media_fetch_timeout": options["media_fetch_timeout"],
+        "max_image_pixels": options["max_image_pixels"],
+    }
 
 
 def generation_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +209,14 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
 )
 @click.option("--omni", is_flag=True, help="MODEL is a speech model (TTS or recognition) alone.")
+@click.option(
+    "--backend",
+    default=DEFAULTS.backend,
+    type=click.Choice(["auto", "text", "omni"]),
+    show_default=True,
+    help="Library for MODEL: auto (from config.json), text (mlx-lm), omni (mlx-vlm).",
+)
+@media_options
 @generation_options
 def serve(model: str | None, **options: Any) -> None:
     """Serve MODEL: a local checkpoint directory or a hub repo id (default: a tiny demo)."""
@@ -205,6 +245,8 @@ def serve(model: str | None, **options: Any) -> None:
         max_body_bytes=int(options["max_body_mb"] * 2**20),
         log_level=options["log_level"],
         omni=options["omni"],
+        backend=options["backend"],
+        **media_config(options),
         **generation_config(options),
     )
     app = create_app(config, Engine(config))

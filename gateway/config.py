@@ -44,3 +44,9 @@ class ServerConfig:
     omni: bool = False  # the main model is a speech model (TTS or speech recognition)
     reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
     tool_call_parser: str = "auto"  # auto | none | a format of worker/parsers/registry.py
+    backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
+    # Images and audio in chat requests, checked by the gateway (gateway/media/).
+    allowed_local_media_path: str | None = None  # file:// and paths allowed inside this dir
+    media_max_bytes: int = 20 * 2**20  # per image / audio clip, fetched or inline
+    media_fetch_timeout: float = 10.0  # seconds per remote fetch, redirects included
+    max_image_pixels: int = 40_000_000  # width x height, checked before decoding

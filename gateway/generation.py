@@ -26,6 +26,7 @@ from gateway import errors
 from gateway.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.fan_in import Choices, Indexed
 from gateway.generation_request import GenerationRequest
+from gateway.media.resolve import MediaSettings, media_settings, resolve_media
 from gateway.output import ChoiceOutput, total_usage
 from gateway.request_stream import merge_into, mergeable
 from gateway.sse import SSE_HEADERS, StreamEncoder, has_output
@@ -42,10 +43,16 @@ class Generated:
     usage: Usage  # all choices together: the prompt once, completions summed
 
 
-async def _enter_all(engine: Any, req: GenerationRequest, stack: AsyncExitStack) -> list[Any]:
-    """Admit and submit every choice; leaving `stack` aborts the unfinished ones."""
+async def _enter_all(
+    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
+) -> list[Any]:
+    """Fetch and check the request's media, then admit and submit every choice; leaving
+    `stack` aborts the unfinished ones."""
+    inputs = req.inputs
+    if req.media:
+        inputs = {**inputs, **await resolve_media(req.media, media)}
     return [
-        await stack.enter_async_context(engine.request(req.op, req.inputs, sampling, req.stream))
+        await stack.enter_async_context(engine.request(req.op, inputs, sampling, req.stream))
         for sampling in req.samplings()
     ]
 
@@ -57,15 +64,17 @@ async def complete(request: Request, engine: Any, req: GenerationRequest) -> Gen
     """Run a request to its end; the client leaving cancels it (ClientDisconnected)."""
     watcher = DisconnectWatcher(request.receive)
     try:
-        choices = await watcher.run(_collect_all(engine, req))
+        choices = await watcher.run(_collect_all(engine, req, media_settings(request)))
     finally:
         watcher.close()
     return Generated(choices, total_usage([c.usage for c in choices]))
 
 
-async def _collect_all(engine: Any, req: GenerationRequest) -> list[ChoiceOutput]:
+async def _collect_all(
+    engine: Any, req: GenerationRequest, media: MediaSettings
+) -> list[ChoiceOutput]:
     async with AsyncExitStack() as stack:
-        streams = await _enter_all(engine, req, stack)
+        streams = await _enter_all(engine, req, stack, media)
         if len(streams) == 1:
             return [await _collect(streams[0], 0)]
         return await _first_failure_cancels_all(
@@ -111,7 +120,7 @@ async def stream(
     watcher = DisconnectWatcher(request.receive)
     stack = AsyncExitStack()
     try:
-        choices, first = await watcher.run(_open(engine, req, stack))
+        choices, first = await watcher.run(_open(engine, req, stack, media_settings(request)))
         for _, delta in first:
             error = errors.terminal_error(delta) if delta.finish_reason is not None else None
             if error is not None:
@@ -124,10 +133,10 @@ async def stream(
 
 
 async def _open(
-    engine: Any, req: GenerationRequest, stack: AsyncExitStack
+    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
 ) -> tuple[Choices, Indexed]:
     try:
-        streams = await _enter_all(engine, req, stack)
+        streams = await _enter_all(engine, req, stack, media)
         iterators = [s.__aiter__() for s in streams]
         first: Indexed = []
         for index, iterator in enumerate(iterators):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gateway.media.parts import MediaItem
 from protocol.messages import SamplingParams
 
 
@@ -23,6 +24,9 @@ class GenerationRequest:
     include_usage: bool = False
     n: int = 1  # choices: one worker request each
     echo: str | None = None  # completions `echo`: the prompt text each choice starts with
+    # Image / audio parts, fetched and checked into inputs["images"] / ["audios"] just before
+    # the Submit (gateway/media/resolve.py); empty for text-only requests.
+    media: tuple[MediaItem, ...] = ()
 
     def samplings(self) -> list[SamplingParams]:
         """One SamplingParams per choice; with a seed, choice i gets seed + i (so n choices

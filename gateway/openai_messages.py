@@ -3,8 +3,10 @@
 Worker messages are `{"role": "system" | "user" | "assistant" | "tool", "content": str}` plus,
 on assistant turns, `tool_calls` (OpenAI's shape, arguments as JSON text) and
 `reasoning_content` (earlier thinking), and on tool turns `tool_call_id` (and `name`).
-`developer` becomes `system`; text parts are joined with newlines, as vLLM does; images,
-audio and files are not supported by this text path yet (400 naming the part).
+`developer` becomes `system`; text parts are joined with newlines, as vLLM does. In user
+messages, `image_url` and `input_audio` parts make the content the worker contract's list of
+parts (text / image / audio, in order; gateway/media/parts.py), if the model accepts them;
+files, video and audio output parts are a 400 naming the part.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from typing import Any
 
 from gateway.errors import invalid, unknown_field, unsupported
+from gateway.media.parts import MediaCollector, joined_or_parts, openai_audio, openai_image
 
 _ROLES = {
     "system": "system",
@@ -21,20 +24,24 @@ _ROLES = {
     "assistant": "assistant",
     "tool": "tool",
 }
-_UNSUPPORTED_PARTS = {"image_url", "input_audio", "file", "audio", "video_url", "refusal"}
+_UNSUPPORTED_PARTS = {"file", "audio", "video_url", "refusal"}
+_MEDIA_PARTS = {"image_url": openai_image, "input_audio": openai_audio}
 _COMMON_KEYS = {"role", "content", "name"}
 _ASSISTANT_KEYS = {"tool_calls", "reasoning_content", "reasoning"}
 # Assistant-message fields accepted only when empty: they carry legacy calls or audio.
 _ASSISTANT_EMPTY_ONLY = {"function_call", "audio", "refusal"}
 
 
-def normalize_messages(messages: Any) -> list[dict[str, Any]]:
+def normalize_messages(messages: Any, media: MediaCollector | None = None) -> list[dict[str, Any]]:
+    """Worker messages; media parts are checked against and recorded in `media` (default: a
+    model that takes text only)."""
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "`messages` must be a non-empty array")
-    return [_message(message, f"messages[{i}]") for i, message in enumerate(messages)]
+    media = media if media is not None else MediaCollector()
+    return [_message(message, f"messages[{i}]", media) for i, message in enumerate(messages)]
 
 
-def _message(message: Any, path: str) -> dict[str, Any]:
+def _message(message: Any, path: str, media: MediaCollector) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise invalid(path, f"`{path}` must be an object")
     role = message.get("role")
@@ -59,7 +66,9 @@ def _message(message: Any, path: str) -> dict[str, Any]:
         raise invalid(f"{path}.name", f"`{path}.name` must be a string")
     content = message.get("content")
     if role == "assistant" and content is None:
-        text = ""  # an assistant turn that only called tools
+        text: str | list[dict[str, str]] = ""  # an assistant turn that only called tools
+    elif role == "user":
+        text = user_content(content, f"{path}.content", media)
     else:
         text = content_text(content, f"{path}.content")
     out: dict[str, Any] = {"role": _ROLES[role], "content": text}
@@ -118,16 +127,32 @@ def _tool_call(call: Any, path: str) -> dict[str, Any]:
 
 def content_text(content: Any, path: str) -> str:
     """A string, or text content parts joined with newlines."""
+    text = _content(content, path, None)
+    assert isinstance(text, str)
+    return text
+
+
+def user_content(content: Any, path: str, media: MediaCollector) -> str | list[dict[str, str]]:
+    """As `content_text`, but image and audio parts are allowed (a user turn's media)."""
+    return _content(content, path, media)
+
+
+def _content(content: Any, path: str, media: MediaCollector | None) -> str | list[dict[str, str]]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise invalid(path, f"`{path}` must be a string or an array of content parts")
-    texts = []
+    parts: list[dict[str, str]] = []
     for j, part in enumerate(content):
         part_path = f"{path}[{j}]"
         if not isinstance(part, dict):
             raise invalid(part_path, f"`{part_path}` must be an object")
         kind = part.get("type")
+        if kind in _MEDIA_PARTS:
+            if media is None:
+                raise unsupported(f"{part_path}.type", f"content part type {kind!r} here")
+            parts.append(_MEDIA_PARTS[kind](part, part_path, media))
+            continue
         if kind in _UNSUPPORTED_PARTS:
             raise unsupported(f"{part_path}.type", f"content part type {kind!r}")
         if kind != "text":
@@ -138,5 +163,5 @@ def content_text(content: Any, path: str) -> str:
         text = part.get("text")
         if not isinstance(text, str):
             raise invalid(f"{part_path}.text", f"`{part_path}.text` must be a string")
-        texts.append(text)
-    return "\n".join(texts)
+        parts.append({"type": "text", "text": text})
+    return joined_or_parts(parts)

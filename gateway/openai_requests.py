@@ -16,6 +16,7 @@ from typing import Any
 from gateway import openai_fields as f
 from gateway.errors import invalid, unknown_field, unsupported
 from gateway.generation_request import GenerationRequest
+from gateway.media.parts import MediaCollector
 from gateway.openai_messages import normalize_messages
 from gateway.openai_tools import parse_tool_fields
 from gateway.structured import openai_response_format
@@ -164,11 +165,15 @@ def _chat_logprobs(body: dict) -> int | None:
     return (top or 0) if wanted else None
 
 
-def parse_chat(body: dict, default_max_tokens: int) -> GenerationRequest:
-    """A `/v1/chat/completions` body -> op "chat" inputs + sampling, or a 400 naming a field."""
+def parse_chat(
+    body: dict, default_max_tokens: int, media: MediaCollector | None = None
+) -> GenerationRequest:
+    """A `/v1/chat/completions` body -> op "chat" inputs + sampling, or a 400 naming a field.
+    `media` says which media the model accepts (default: none) and collects the parts."""
     check_fields(body, _CHAT_HONOURED, _CHAT_CHECKS)
     model = model_of(body)
-    messages = normalize_messages(body.get("messages"))
+    media = media if media is not None else MediaCollector()
+    messages = normalize_messages(body.get("messages"), media)
     max_tokens = f.integer(body, "max_tokens", 1)
     max_completion = f.integer(body, "max_completion_tokens", 1)
     if max_tokens is not None and max_completion is not None and max_tokens != max_completion:
@@ -196,6 +201,7 @@ def parse_chat(body: dict, default_max_tokens: int) -> GenerationRequest:
         stream=stream,
         include_usage=include_usage,
         n=_n(body),
+        media=tuple(media.items),
     )
 
 

@@ -59,6 +59,8 @@ def default_worker_command(
             argv += ["--" + name.replace("_", "-"), str(value)]
     if config.omni:
         argv.append("--omni")
+    if config.backend != "auto":  # the worker's own default: a worker without the flag works
+        argv += ["--backend", config.backend]
     return argv
 
 

@@ -6,8 +6,10 @@
 - assistant turns -> one assistant message: text blocks joined, `thinking` blocks ->
   `reasoning_content`, `tool_use` blocks -> `tool_calls` (arguments = the JSON text of
   `input`); `redacted_thinking` is dropped (it cannot be read back);
-- images, documents, search results and server-tool blocks are not served by this text path:
-  a 400 naming the block. `cache_control` and `citations` are accepted everywhere: the prefix
+- `image` blocks in user turns (base64 or url sources) become the worker contract's image
+  parts (the user message's content is then a list of parts; gateway/media/parts.py) when the
+  model accepts images; documents, search results, server-tool blocks and images anywhere
+  else are a 400 naming the block. `cache_control` and `citations` are accepted everywhere: the prefix
   cache is automatic, citations have no local meaning.
 """
 
@@ -17,6 +19,7 @@ import json
 from typing import Any
 
 from gateway.errors import invalid, unknown_field, unsupported
+from gateway.media.parts import MediaCollector, anthropic_image, joined_or_parts
 from gateway.tools import function_tool
 
 _TEXT_KEYS = {"type", "text", "cache_control", "citations"}
@@ -82,7 +85,10 @@ def system_messages(system: Any) -> list[dict[str, Any]]:
     return [{"role": "system", "content": text}] if text else []
 
 
-def convert_messages(messages: Any) -> list[dict[str, Any]]:
+def convert_messages(messages: Any, media: MediaCollector | None = None) -> list[dict[str, Any]]:
+    """Worker messages; image blocks are checked against and recorded in `media` (default: a
+    model that takes text only)."""
+    media = media if media is not None else MediaCollector()
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "`messages` must be a non-empty array")
     out: list[dict[str, Any]] = []
@@ -95,7 +101,7 @@ def convert_messages(messages: Any) -> list[dict[str, Any]]:
                 raise unknown_field(f"{path}.{key}")
         role, content = message.get("role"), message.get("content")
         if role == "user":
-            out.extend(_user(content, f"{path}.content"))
+            out.extend(_user(content, f"{path}.content", media))
         elif role == "assistant":
             out.append(_assistant(content, f"{path}.content"))
         elif role == "system":
@@ -107,25 +113,28 @@ def convert_messages(messages: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _user(content: Any, path: str) -> list[dict[str, Any]]:
+def _user(content: Any, path: str, media: MediaCollector) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     if not isinstance(content, list):
         raise invalid(path, f"`{path}` must be a string or an array of content blocks")
     out: list[dict[str, Any]] = []
-    texts: list[str] = []
+    parts: list[dict[str, str]] = []  # text and image parts of the user message being built
     for i, item in enumerate(content):
         block_path = f"{path}[{i}]"
+        if isinstance(item, dict) and item.get("type") == "image":
+            parts.append(anthropic_image(item, block_path, media))
+            continue
         kind, block = _block(item, block_path, ("text", "tool_result"))
         if kind == "text":
-            texts.append(_require_str(block, "text", block_path))
+            parts.append({"type": "text", "text": _require_str(block, "text", block_path)})
             continue
-        if texts:
-            out.append({"role": "user", "content": "\n".join(texts)})
-            texts = []
+        if parts:
+            out.append({"role": "user", "content": joined_or_parts(parts)})
+            parts = []
         out.append(_tool_result(block, block_path))
-    if texts or not out:
-        out.append({"role": "user", "content": "\n".join(texts)})
+    if parts or not out:
+        out.append({"role": "user", "content": joined_or_parts(parts)})
     return out
 
 

@@ -22,6 +22,7 @@ from gateway import openai_fields as f
 from gateway.anthropic.content import convert_messages, convert_tools, system_messages
 from gateway.errors import invalid, unknown_field, unsupported
 from gateway.generation_request import GenerationRequest
+from gateway.media.parts import MediaCollector
 from gateway.structured import check_keys, json_schema
 from gateway.tools import named_choice, tool_inputs
 from protocol.messages import Op, SamplingParams
@@ -59,9 +60,11 @@ class MessagesRequest:
     stop_sequences: list[str] = field(default_factory=list)
 
 
-def parse_create(body: dict) -> MessagesRequest:
-    """A `/v1/messages` body -> the generation request, or a 400 naming a field."""
+def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesRequest:
+    """A `/v1/messages` body -> the generation request, or a 400 naming a field. `media` says
+    which media the model accepts (default: none) and collects the image blocks."""
     _check_fields(body, _CREATE_FIELDS)
+    media = media if media is not None else MediaCollector()
     for name in ("metadata", "diagnostics", "cache_control"):
         f.obj(body, name)
     for name in ("service_tier", "inference_geo", "speed"):
@@ -71,7 +74,7 @@ def parse_create(body: dict) -> MessagesRequest:
     max_tokens = f.integer(body, "max_tokens", 1)
     if max_tokens is None:
         raise invalid("max_tokens", "`max_tokens` is required")
-    inputs, omit_thinking = _inputs(body, max_tokens)
+    inputs, omit_thinking = _inputs(body, max_tokens, media)
     stop = _stop_sequences(body)
     sampling = SamplingParams(
         max_tokens=max_tokens,
@@ -91,6 +94,7 @@ def parse_create(body: dict) -> MessagesRequest:
         inputs=inputs,
         sampling=sampling,
         stream=bool(f.boolean(body, "stream")),
+        media=tuple(media.items),
     )
     return MessagesRequest(generation, omit_thinking, stop)
 
@@ -98,7 +102,9 @@ def parse_create(body: dict) -> MessagesRequest:
 def parse_count(body: dict) -> tuple[str, dict[str, Any]]:
     """A `/v1/messages/count_tokens` body -> (model, the chat inputs to count)."""
     _check_fields(body, _COUNT_FIELDS)
-    inputs, _ = _inputs(body, None)
+    # The worker counts text tokens only: an image's token count depends on its processor.
+    refusing = MediaCollector(refusal="image blocks in count_tokens (images are not counted)")
+    inputs, _ = _inputs(body, None, refusing)
     _constraint(body, inputs)
     return _model(body), inputs
 
@@ -116,8 +122,10 @@ def _model(body: dict) -> str:
     return model
 
 
-def _inputs(body: dict, max_tokens: int | None) -> tuple[dict[str, Any], bool]:
-    messages = system_messages(body.get("system")) + convert_messages(body.get("messages"))
+def _inputs(
+    body: dict, max_tokens: int | None, media: MediaCollector
+) -> tuple[dict[str, Any], bool]:
+    messages = system_messages(body.get("system")) + convert_messages(body.get("messages"), media)
     kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
     inputs: dict[str, Any] = {"messages": messages, "chat_template_kwargs": kwargs}
     choice, parallel = _tool_choice(body.get("tool_choice"))

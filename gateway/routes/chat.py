@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway import generation
+from gateway.media.parts import MediaCollector
 from gateway.openai_chunks import ChatChunks, usage_dict
 from gateway.openai_logprobs import chat_logprobs
 from gateway.openai_requests import parse_chat
@@ -19,9 +20,10 @@ from gateway.routes.common import check_model, engine_of, read_json
 
 async def chat_completions(request: Request) -> Response:
     body = await read_json(request)
-    req = parse_chat(body, request.app.state.config.max_tokens)
-    check_model(request, req.model)
     engine = engine_of(request)
+    media = MediaCollector.for_engine(engine)
+    req = parse_chat(body, request.app.state.config.max_tokens, media)
+    check_model(request, req.model)
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     model = engine.model_name

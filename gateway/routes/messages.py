@@ -14,15 +14,16 @@ from gateway.anthropic.message import message_body, message_id
 from gateway.anthropic.requests import parse_count, parse_create
 from gateway.engine_errors import WorkerRejected
 from gateway.errors import invalid
+from gateway.media.parts import MediaCollector
 from gateway.routes.common import check_model, engine_of, read_json
 
 
 async def create_message(request: Request) -> Response:
     body = await read_json(request)
-    parsed = parse_create(body)
+    engine = engine_of(request)
+    parsed = parse_create(body, MediaCollector.for_engine(engine))
     req = parsed.generation
     check_model(request, req.model)
-    engine = engine_of(request)
     msg_id = message_id()
     if req.stream:
         events = MessageEvents(msg_id, engine.model_name, parsed.omit_thinking)

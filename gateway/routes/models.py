@@ -25,8 +25,11 @@ def model_card(request: Request) -> dict[str, Any]:
         "state": engine.state,
     }
     ready = engine.ready_info
-    if ready is not None and ready.limits.get("max_context"):
-        card["max_model_len"] = ready.limits["max_context"]
+    if ready is not None:
+        # Not an OpenAI field: what the model does ("chat", "image_in", "audio_in", ...).
+        card["capabilities"] = list(ready.capabilities or [])
+        if ready.limits.get("max_context"):
+            card["max_model_len"] = ready.limits["max_context"]
     return card
 
 

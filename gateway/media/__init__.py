@@ -1,0 +1,6 @@
+"""Images and audio in chat requests: parsing the API parts, fetching and checking the bytes.
+
+The gateway turns every media part into the worker contract's placeholder part
+(`{"type": "image"}` / `{"type": "audio"}`) and, before the Submit is sent, into checked bytes
+in `inputs["images"]` / `inputs["audios"]`. The worker never fetches anything.
+"""

@@ -1,0 +1,163 @@
+"""Media parts of OpenAI and Anthropic messages -> the worker contract's placeholder parts.
+
+A `MediaCollector` goes along while a request's messages are parsed: each image or audio part
+is checked against what the loaded model accepts (Ready.capabilities "image_in" / "audio_in"),
+its shape validated, and recorded as a `MediaItem`; the message gets `{"type": "image"}` or
+`{"type": "audio"}` in its place. The bytes are fetched and checked later (resolve.py), just
+before the Submit, so parsing stays synchronous and cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.engine import EngineUnavailable
+from gateway.errors import APIError, invalid, unknown_field, unsupported
+from gateway.media.audio import AUDIO_FORMATS
+
+CAPABILITY = {"image": "image_in", "audio": "audio_in"}
+DETAILS = ("auto", "low", "high")
+# Anthropic's accepted image types.
+ANTHROPIC_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+@dataclass(frozen=True, slots=True)
+class MediaItem:
+    """One media part, not yet fetched: exactly one of `url` and `data` is set."""
+
+    kind: str  # "image" | "audio"
+    path: str  # the part's JSON path, which errors name
+    url: str | None = None  # data: / http(s): / file: URL, or a bare local path
+    data: str | None = None  # base64 (OpenAI input_audio, Anthropic base64 images)
+    format: str | None = None  # audio: "wav" | "mp3"
+
+
+@dataclass(slots=True)
+class MediaCollector:
+    """What the model accepts, and the media parts met so far, in order of appearance.
+
+    `capabilities` None means no worker is ready (a media part is then a 503); `refusal`,
+    when set, refuses every media part with that reason (e.g. count_tokens)."""
+
+    capabilities: Collection[str] | None = ()
+    model: str | None = None
+    refusal: str | None = None
+    items: list[MediaItem] = field(default_factory=list)
+
+    @classmethod
+    def for_engine(cls, engine: Any) -> MediaCollector:
+        ready = engine.ready_info
+        if ready is None or engine.state != "ready":
+            return cls(capabilities=None, model=engine.model_name)
+        return cls(capabilities=list(ready.capabilities or ()), model=engine.model_name)
+
+    def admit(self, kind: str, path: str) -> None:
+        """Refuse a `kind` part at `path` the model cannot take (400 naming `path.type`)."""
+        param = f"{path}.type"
+        if self.refusal is not None:
+            raise unsupported(param, self.refusal)
+        if self.capabilities is None:
+            raise EngineUnavailable("no model is ready to check its media support", 1.0)
+        if CAPABILITY[kind] not in self.capabilities:
+            model = f"model `{self.model}`" if self.model else "this model"
+            raise APIError(
+                400,
+                f"`{param}`: {model} does not accept {kind} input (serve a model with "
+                f"{kind} support)",
+                param=param,
+                code="unsupported_content",
+            )
+
+    def add(self, item: MediaItem) -> dict[str, str]:
+        self.items.append(item)
+        return {"type": item.kind}
+
+
+def _keys(value: dict, allowed: Collection[str], path: str) -> None:
+    for key in value:
+        if key not in allowed:
+            raise unknown_field(f"{path}.{key}")
+
+
+def _string(value: dict, key: str, path: str) -> str:
+    text = value.get(key)
+    if not isinstance(text, str) or not text:
+        raise invalid(f"{path}.{key}", f"`{path}.{key}` must be a non-empty string")
+    return text
+
+
+def openai_image(part: dict, path: str, media: MediaCollector) -> dict[str, str]:
+    """`{"type": "image_url", "image_url": {"url": ..., "detail": ...}}` (or a bare URL string).
+    `detail` is accepted and validated; the model's own processor sets the resolution."""
+    media.admit("image", path)
+    _keys(part, ("type", "image_url"), path)
+    image = part.get("image_url")
+    if isinstance(image, str):
+        image = {"url": image}
+    if not isinstance(image, dict):
+        raise invalid(f"{path}.image_url", f"`{path}.image_url` must be an object with a `url`")
+    _keys(image, ("url", "detail"), f"{path}.image_url")
+    detail = image.get("detail")
+    if detail is not None and detail not in DETAILS:
+        raise invalid(
+            f"{path}.image_url.detail", f"`{path}.image_url.detail` must be one of {list(DETAILS)}"
+        )
+    url = _string(image, "url", f"{path}.image_url")
+    return media.add(MediaItem("image", f"{path}.image_url.url", url=url))
+
+
+def openai_audio(part: dict, path: str, media: MediaCollector) -> dict[str, str]:
+    """`{"type": "input_audio", "input_audio": {"data": base64, "format": "wav" | "mp3"}}`."""
+    media.admit("audio", path)
+    _keys(part, ("type", "input_audio"), path)
+    audio = part.get("input_audio")
+    if not isinstance(audio, dict):
+        raise invalid(f"{path}.input_audio", f"`{path}.input_audio` must be an object")
+    _keys(audio, ("data", "format"), f"{path}.input_audio")
+    data = _string(audio, "data", f"{path}.input_audio")
+    fmt = audio.get("format")
+    if fmt not in AUDIO_FORMATS:
+        raise invalid(
+            f"{path}.input_audio.format",
+            f"`{path}.input_audio.format` must be one of {list(AUDIO_FORMATS)}",
+        )
+    return media.add(MediaItem("audio", f"{path}.input_audio.data", data=data, format=fmt))
+
+
+def anthropic_image(block: dict, path: str, media: MediaCollector) -> dict[str, str]:
+    """`{"type": "image", "source": {"type": "base64", "media_type", "data"} | {"type": "url",
+    "url"}}`; `cache_control` is accepted (the prefix cache is automatic)."""
+    media.admit("image", path)
+    _keys(block, ("type", "source", "cache_control"), path)
+    source = block.get("source")
+    spath = f"{path}.source"
+    if not isinstance(source, dict):
+        raise invalid(spath, f"`{spath}` must be an object")
+    kind = source.get("type")
+    if kind == "base64":
+        _keys(source, ("type", "media_type", "data"), spath)
+        media_type = source.get("media_type")
+        if media_type not in ANTHROPIC_IMAGE_TYPES:
+            raise invalid(
+                f"{spath}.media_type",
+                f"`{spath}.media_type` must be one of {list(ANTHROPIC_IMAGE_TYPES)}",
+            )
+        data = _string(source, "data", spath)
+        return media.add(MediaItem("image", f"{spath}.data", data=data))
+    if kind == "url":
+        _keys(source, ("type", "url"), spath)
+        url = _string(source, "url", spath)
+        return media.add(MediaItem("image", f"{spath}.url", url=url))
+    if isinstance(kind, str):
+        raise unsupported(f"{spath}.type", f"image source type {kind!r}")
+    raise invalid(f"{spath}.type", f"`{spath}.type` must be 'base64' or 'url'")
+
+
+def joined_or_parts(parts: list[dict[str, str]]) -> str | list[dict[str, str]]:
+    """Text-only content stays one string (text parts joined with newlines, as before media
+    existed); content holding media becomes the contract's list of parts, in order."""
+    if all(part["type"] == "text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts

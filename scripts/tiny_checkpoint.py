@@ -14,6 +14,8 @@ deterministic (a client can still force EOS through a logit bias).
 
 Usage: `ensure_checkpoint("qwen3")` -> Path, or
 `python -m scripts.tiny_checkpoint --arch llama --size 20m` (prints the path last on stdout).
+Speech and vision architectures ("whisper", "qwen3_tts", "soprano", "qwen2_vl") have their own
+builders (scripts/tiny_whisper.py, tiny_tts.py, tiny_vlm.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from scripts import tiny_tts, tiny_whisper
+from scripts import tiny_tts, tiny_vlm, tiny_whisper
 from scripts.tiny_tokenizer import (
     LLAMA3,
     QWEN2,
@@ -268,12 +270,28 @@ ARCHS: Mapping[str, Arch] = {
         sizes=tiny_tts.QWEN3_TTS_SIZES,
         build=tiny_tts.build_qwen3_tts,
     ),
+    # Images in, for mlx_vlm.load: its own build writes every file (scripts/tiny_vlm.py).
+    "qwen2_vl": Arch(
+        tiny_vlm.TOKENIZER,
+        tiny_vlm.config,
+        tiny_vlm.generation_config,
+        sizes=tiny_vlm.SIZES,
+        build=tiny_vlm.build,
+    ),
     "soprano": Arch(
         tiny_tts.SOPRANO_TOKENIZER,
         tiny_tts.soprano_config,
         tiny_tts.soprano_generation_config,
         sizes=tiny_tts.SOPRANO_SIZES,
         build=tiny_tts.build_soprano,
+    ),
+    # Qwen3-TTS Base: voice cloning (speaker encoder + the codec's encoder).
+    "qwen3_tts_base": Arch(
+        tiny_tts.QWEN3_TTS_TOKENIZER,
+        tiny_tts.qwen3_tts_base_config,
+        tiny_tts.qwen3_tts_generation_config,
+        sizes=tiny_tts.QWEN3_TTS_SIZES,
+        build=tiny_tts.build_qwen3_tts_base,
     ),
 }
 

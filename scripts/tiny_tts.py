@@ -268,12 +268,22 @@ def _speech_tokenizer_weights() -> dict[str, np.ndarray]:
 
 def build_qwen3_tts(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     """Write a tiny Qwen3-TTS CustomVoice checkpoint into `out_dir`; return its parameters."""
+    return _build_qwen3(qwen3_tts_config, dims, out_dir, SPEECH_TOKENIZER_CONFIG, {})
+
+
+def _build_qwen3(
+    make_config: Any,
+    dims: TtsDims,
+    out_dir: Path,
+    codec_config: Mapping[str, Any],
+    codec_extra: Mapping[str, np.ndarray],
+) -> int:
     import mlx.core as mx
     from mlx_audio.tts.models.qwen3_tts.config import ModelConfig
     from mlx_audio.tts.models.qwen3_tts.qwen3_tts import Model
 
     tok = train_tokenizer(QWEN3_TTS_TOKENIZER, TEXT_VOCAB)
-    config = qwen3_tts_config(dims, tok.token_to_id)
+    config = make_config(dims, tok.token_to_id)
     write_tokenizer_files(QWEN3_TTS_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
     _write_json(out_dir / "config.json", config)
     _write_json(out_dir / "generation_config.json", qwen3_tts_generation_config(dims))
@@ -285,8 +295,148 @@ def build_qwen3_tts(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     n_params = _save(weights, out_dir / "model.safetensors")
     codec_dir = out_dir / "speech_tokenizer"
     codec_dir.mkdir()
-    _write_json(codec_dir / "config.json", SPEECH_TOKENIZER_CONFIG)
-    return n_params + _save(_speech_tokenizer_weights(), codec_dir / "model.safetensors")
+    _write_json(codec_dir / "config.json", codec_config)
+    codec_weights = {**_speech_tokenizer_weights(), **codec_extra}
+    return n_params + _save(codec_weights, codec_dir / "model.safetensors")
+
+
+# -- Qwen3-TTS Base (voice cloning) -------------------------------------------------------
+#
+# Base has no preset speakers. It clones a voice two ways, both exercised by the tests:
+# from the x-vector of the reference audio (the ECAPA-TDNN `speaker_encoder` in
+# model.safetensors), and in context (reference audio + transcript), which also needs the
+# codec's *encoder* (`speech_tokenizer/` gains `encoder_config` and `encoder.*` weights).
+# The speaker encoder's 1x1 convolutions keep more than 64 input channels for the same reason
+# the codec decoder does (mlx-audio's layout guess); its output is the talker's width.
+QWEN3_TTS_SPEAKER_ENCODER: dict[str, Any] = {
+    "mel_dim": 128,  # mlx-audio's mel front end is fixed at 128 bands
+    "enc_channels": [72, 72, 72, 144],  # the last is the sum of the SE-Res2Net blocks'
+    "enc_kernel_sizes": [5, 3, 3, 1],
+    "enc_dilations": [1, 2, 3, 1],
+    "enc_attention_channels": 65,
+    "enc_res2net_scale": 8,
+    "enc_se_channels": 65,
+    "sample_rate": 24000,
+}
+
+# 8 kHz in, 12.5 codec frames a second out: Seanet strides 4*4*4*5 (25 Hz), then 2.
+SPEECH_ENCODER_CONFIG: dict[str, Any] = {
+    "frame_rate": 12.5,
+    "sampling_rate": 8000,
+    "upsampling_ratios": [4, 4, 4, 5],
+    "num_filters": 4,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 1,
+    "codebook_dim": 16,
+    "codebook_size": 2048,
+    "num_quantizers": 16,
+    "num_semantic_quantizers": 1,
+    "vector_quantization_hidden_dimension": 16,
+}
+
+
+def qwen3_tts_base_config(d: TtsDims, tid: Any) -> dict[str, Any]:
+    config = qwen3_tts_config(d, tid)
+    talker = {
+        k: v for k, v in config["talker_config"].items() if k not in ("spk_id", "spk_is_dialect")
+    }
+    speaker_encoder = {**QWEN3_TTS_SPEAKER_ENCODER, "enc_dim": d.hidden}
+    return {
+        **config,
+        "tts_model_type": "base",
+        "talker_config": {**talker, "spk_id": {}, "spk_is_dialect": {}},
+        "speaker_encoder_config": speaker_encoder,
+    }
+
+
+def _seanet_hf_name(name: str) -> str:
+    """mlx-audio's Seanet parameter name -> the Hugging Face (Mimi) one its sanitize maps back:
+    layer i's residual block is HF layer 3i+1 (convs 1 and 3), its downsampling HF 3i+3."""
+    parts = name.split(".")
+    suffix = ".".join(parts[-2:])  # conv.weight / conv.bias
+    if parts[1] == "init_conv1d":
+        return f"encoder.encoder.layers.0.{suffix}"
+    if parts[1] == "final_conv1d":
+        return f"encoder.encoder.layers.14.{suffix}"
+    layer = int(parts[2])
+    if parts[3] == "downsample":
+        return f"encoder.encoder.layers.{3 * layer + 3}.{suffix}"
+    block = {"0": 1, "1": 3}[parts[6]]
+    return f"encoder.encoder.layers.{3 * layer + 1}.block.{block}.{suffix}"
+
+
+def _speech_encoder_weights() -> dict[str, np.ndarray]:
+    """Random codec-encoder weights under the Hugging Face names mlx-audio's sanitize expects
+    (convolutions as PyTorch's [out, in, kernel]; attention as separate q/k/v)."""
+    import mlx.core as mx
+    from mlx_audio.tts.models.qwen3_tts.config import Qwen3TTSTokenizerEncoderConfig
+    from mlx_audio.tts.models.qwen3_tts.speech_tokenizer import Qwen3TTSSpeechTokenizerEncoder
+
+    mx.random.seed(SEED)
+    encoder = Qwen3TTSSpeechTokenizerEncoder(
+        Qwen3TTSTokenizerEncoderConfig(**SPEECH_ENCODER_CONFIG)
+    )
+    params = {
+        k: v for k, v in _flat_params(encoder).items() if not k.endswith("codebook.initialized")
+    }
+    weights = randomize({f"encoder_model.{k}": v for k, v in params.items()})
+    out: dict[str, np.ndarray] = {}
+    layer = "encoder.encoder_transformer.layers."
+    for full, value in weights.items():
+        name = full[len("encoder_model.") :]
+        if name.startswith("encoder."):
+            out[_seanet_hf_name(name)] = _torch_conv(value)
+        elif name.startswith("downsample."):
+            out["encoder.downsample.conv.weight"] = _torch_conv(value)
+        elif name.startswith("encoder_transformer."):
+            parts = name.split(".")
+            prefix, rest = f"{layer}{parts[3]}.", ".".join(parts[4:])
+            if rest == "self_attn.in_proj.weight":
+                for part, chunk in zip("qkv", np.split(value, 3), strict=True):
+                    out[f"{prefix}self_attn.{part}_proj.weight"] = np.ascontiguousarray(chunk)
+                continue
+            out[prefix + _TRANSFORMER_HF_NAMES[rest]] = value
+        else:  # quantizer.rvq_{first,rest}.{input_proj,output_proj,vq.layers.i.codebook.*}
+            parts = name.split(".")
+            rvq = {"rvq_first": "semantic", "rvq_rest": "acoustic"}[parts[1]]
+            base = f"encoder.quantizer.{rvq}_residual_vector_quantizer"
+            if parts[2] in ("input_proj", "output_proj"):
+                out[f"{base}.{parts[2]}.weight"] = _torch_conv(value)
+            elif parts[-1] == "embedding_sum":
+                out[f"{base}.layers.{parts[4]}.codebook.embed_sum"] = value
+            else:  # cluster_usage: a count; ones keep embed_sum the codebook itself
+                out[f"{base}.layers.{parts[4]}.codebook.cluster_usage"] = np.ones_like(value)
+    return out
+
+
+def _torch_conv(value: np.ndarray) -> np.ndarray:
+    # MLX convolution kernels are [out, kernel, in], PyTorch's [out, in, kernel].
+    return np.ascontiguousarray(value.swapaxes(-1, -2)) if value.ndim == 3 else value
+
+
+_TRANSFORMER_HF_NAMES = {
+    "self_attn.out_proj.weight": "self_attn.o_proj.weight",
+    "gating.linear1.weight": "mlp.fc1.weight",
+    "gating.linear2.weight": "mlp.fc2.weight",
+    "norm1.weight": "input_layernorm.weight",
+    "norm1.bias": "input_layernorm.bias",
+    "norm2.weight": "post_attention_layernorm.weight",
+    "norm2.bias": "post_attention_layernorm.bias",
+    "layer_scale_1.scale": "self_attn_layer_scale.scale",
+    "layer_scale_2.scale": "mlp_layer_scale.scale",
+}
+
+
+def build_qwen3_tts_base(arch: Any, dims: TtsDims, out_dir: Path) -> int:
+    """Write a tiny Qwen3-TTS Base (voice cloning) checkpoint into `out_dir`."""
+    codec_config = {**SPEECH_TOKENIZER_CONFIG, "encoder_config": dict(SPEECH_ENCODER_CONFIG)}
+    return _build_qwen3(
+        qwen3_tts_base_config, dims, out_dir, codec_config, _speech_encoder_weights()
+    )
 
 
 # -- Soprano -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scripts import tiny_checkpoint as tc
@@ -211,7 +212,7 @@ def test_losing_a_build_race_keeps_the_winner(tmp_path: Path, monkeypatch) -> No
 
 
 def test_unknown_arch_error_lists_choices(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="llama, qwen3"):
+    with pytest.raises(ValueError, match="llama, qwen2_vl, qwen3"):
         tc.ensure_checkpoint("gpt5", cache_dir=tmp_path)
 
 
@@ -226,3 +227,26 @@ def test_cli_rejects_unknown_size_listing_choices(tmp_path: Path, capsys) -> Non
         tc.main(["--size", "huge", "--cache-dir", str(tmp_path)])
     assert exit_info.value.code != 0
     assert "20m" in capsys.readouterr().err
+
+
+def test_mlx_vlm_loads_qwen2_vl_and_renders_image_parts(tmp_path: Path) -> None:
+    pytest.importorskip("mlx_vlm")
+    from mlx_vlm import load
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    path = tc.ensure_checkpoint("qwen2_vl", cache_dir=tmp_path)
+    model, processor = load(str(path))
+    assert model.config.model_type == "qwen2_vl"
+    assert type(processor).__name__ == "Qwen2VLProcessor"
+    assert type(processor.image_processor).__name__.endswith("ImageProcessor")
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "image"}]}]
+    prompt = apply_chat_template(processor, model.config, messages, num_images=1)
+    assert prompt.endswith(
+        "<|im_start|>user\nHi<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert model.config.image_token_id == image_pad
+    # Special tokens have zero output rows: the model practically never ends on its own.
+    rows = np.asarray(model.language_model.model.embed_tokens.weight)[image_pad]
+    assert not rows.any()

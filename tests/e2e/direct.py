@@ -42,3 +42,44 @@ def greedy(path: str, prompt: str | list[int], max_tokens: int) -> DirectResult:
 
 def greedy_chat(path: str, messages: list[dict], max_tokens: int) -> DirectResult:
     return greedy(path, chat_prompt(path, messages), max_tokens)
+
+
+@lru_cache(maxsize=2)
+def load_vlm(path: str):
+    """mlx-vlm's load of a local checkpoint (offline: its processors probe the hub otherwise)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from mlx_vlm import load as vlm_load
+
+    return vlm_load(path)
+
+
+def greedy_vlm_chat(
+    path: str, messages: list[dict], images: list[bytes], max_tokens: int
+) -> DirectResult:
+    """What a user of mlx-vlm gets: apply_chat_template + generate on image files, greedy.
+
+    `messages` use mlx-vlm's part shape ({"type": "text", "text": ...} / {"type": "image"});
+    the images are written to files, which is how mlx-vlm's own CLI and examples pass them.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from mlx_vlm import generate
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    model, processor = load_vlm(path)
+    prompt = apply_chat_template(processor, model.config, messages, num_images=len(images))
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, data in enumerate(images):
+            file = Path(tmp) / f"image{i}.png"
+            file.write_bytes(data)
+            files.append(str(file))
+        result = generate(
+            model, processor, prompt, image=files, max_tokens=max_tokens, temperature=0.0
+        )
+    return DirectResult(
+        result.text, list(result.token_ids), result.prompt_tokens, result.finish_reason
+    )

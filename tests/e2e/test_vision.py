@@ -1,0 +1,157 @@
+"""Chat with images through the real server on mlx-vlm equals direct mlx-vlm (greedy).
+
+The server runs the tiny random-weight Qwen2-VL checkpoint; the reference is
+`tests.e2e.direct.greedy_vlm_chat` (apply_chat_template + generate on the same PNG files).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import anthropic
+import pytest
+from PIL import Image
+
+from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.e2e import direct
+from tests.e2e.conftest import model_name, openai_client
+
+MAX_TOKENS = 24
+QUESTION = "What is in this picture?"
+
+
+def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
+    """A deterministic noise picture (Pillow), PNG-encoded."""
+    import numpy as np
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def data_url(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def openai_image_message(text: str, *images: bytes) -> dict:
+    parts: list[dict] = [{"type": "text", "text": text}]
+    parts += [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in images]
+    return {"role": "user", "content": parts}
+
+
+def mlx_vlm_message(text: str, n_images: int) -> dict:
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n_images,
+    }
+
+
+@pytest.fixture(scope="module")
+def vision_path() -> str:
+    return str(ensure_checkpoint("qwen2_vl"))
+
+
+@pytest.fixture(scope="module")
+def vision_server(start_server, vision_path):
+    return start_server(vision_path, name="vision")
+
+
+def test_image_chat_equals_direct_mlx_vlm(vision_server, vision_path):
+    image = png(0)
+    expected = direct.greedy_vlm_chat(
+        vision_path, [mlx_vlm_message(QUESTION, 1)], [image], MAX_TOKENS
+    )
+
+    reply = openai_client(vision_server).chat.completions.create(
+        model=model_name(vision_path),
+        messages=[openai_image_message(QUESTION, image)],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+
+    assert reply.choices[0].message.content == expected.text
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.usage.prompt_tokens == expected.prompt_tokens
+    assert reply.usage.completion_tokens == len(expected.tokens) == MAX_TOKENS
+
+
+def test_different_images_give_different_answers(vision_server, vision_path):
+    client = openai_client(vision_server)
+    texts = [
+        client.chat.completions.create(
+            model=model_name(vision_path),
+            messages=[openai_image_message(QUESTION, png(seed))],
+            max_tokens=MAX_TOKENS,
+            temperature=0,
+        )
+        .choices[0]
+        .message.content
+        for seed in (0, 1)
+    ]
+    assert texts[0] != texts[1]
+
+
+def test_streamed_image_chat_joined_equals_non_streamed(vision_server, vision_path):
+    client = openai_client(vision_server)
+    request = dict(
+        model=model_name(vision_path),
+        messages=[openai_image_message(QUESTION, png(2))],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+    whole = client.chat.completions.create(**request).choices[0].message.content
+    chunks = list(client.chat.completions.create(stream=True, **request))
+    joined = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert joined == whole
+
+
+def test_two_images_in_one_message_equal_direct_mlx_vlm(vision_server, vision_path):
+    images = [png(3), png(4, size=(56, 112))]
+    expected = direct.greedy_vlm_chat(
+        vision_path, [mlx_vlm_message("Compare these.", 2)], images, MAX_TOKENS
+    )
+
+    reply = openai_client(vision_server).chat.completions.create(
+        model=model_name(vision_path),
+        messages=[openai_image_message("Compare these.", *images)],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+
+    assert reply.choices[0].message.content == expected.text
+    assert reply.usage.prompt_tokens == expected.prompt_tokens
+
+
+def test_anthropic_image_block_equals_openai_image_part(vision_server, vision_path):
+    image = png(5)
+    openai_text = (
+        openai_client(vision_server)
+        .chat.completions.create(
+            model=model_name(vision_path),
+            messages=[openai_image_message(QUESTION, image)],
+            max_tokens=MAX_TOKENS,
+            temperature=0,
+        )
+        .choices[0]
+        .message.content
+    )
+    client = anthropic.Anthropic(
+        base_url=vision_server.url, api_key=vision_server.api_key, max_retries=0, timeout=120
+    )
+    block = {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": base64.b64encode(image).decode(),
+        },
+    }
+    message = client.messages.create(
+        model=model_name(vision_path),
+        max_tokens=MAX_TOKENS,
+        messages=[{"role": "user", "content": [{"type": "text", "text": QUESTION}, block]}],
+        extra_body={"temperature": 0.0},  # anthropic 2.x takes sampling fields in the body
+    )
+    assert "".join(b.text for b in message.content if b.type == "text") == openai_text

@@ -1,0 +1,238 @@
+"""The mlx-vlm engine, constructed directly on the tiny Qwen2-VL: equal to mlx-vlm, caches, errors."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from protocol.messages import ErrorCode, FinishReason, SamplingParams, Submit
+from scripts.tiny_checkpoint import ensure_checkpoint
+
+pytest.importorskip("mlx_vlm")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision_model import load_vision_model  # noqa: E402
+
+QUESTION = "What is this?"
+MAX_TOKENS = 10
+
+
+def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def image_message(text: str = QUESTION, n: int = 1) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n}
+
+
+def submit(rid: str, images: list[bytes], messages: list[dict] | None = None, **sampling) -> Submit:
+    inputs: dict = {"messages": messages or [image_message(n=len(images))]}
+    if images:
+        inputs["images"] = images
+    params = SamplingParams(
+        max_tokens=sampling.pop("max_tokens", MAX_TOKENS),
+        temperature=0.0,
+        logprobs=sampling.pop("logprobs", None),
+    )
+    return Submit(rid, "chat", inputs, params, stream=False)
+
+
+def run_all(engine: VisionEngine, *submits: Submit) -> dict[str, dict]:
+    """Admits every Submit, steps until all ended; per request: tokens, text, terminal Delta."""
+    out = {s.request_id: {"tokens": [], "text": "", "logprobs": [], "end": None} for s in submits}
+    for s in submits:
+        accepted = engine.admit(s)
+        if accepted.finish_reason is not None:
+            out[s.request_id]["end"] = accepted
+    while engine.active_ids():
+        for delta in engine.step():
+            entry = out[delta.request_id]
+            entry["tokens"] += delta.token_ids
+            entry["text"] += delta.text
+            entry["logprobs"] += [lp.logprob for lp in delta.logprobs or []]
+            if delta.finish_reason is not None:
+                entry["end"] = delta
+    return out
+
+
+@pytest.fixture(scope="module")
+def path() -> str:
+    return str(ensure_checkpoint("qwen2_vl"))
+
+
+@pytest.fixture(scope="module")
+def vm(path):
+    return load_vision_model(path)
+
+
+@pytest.fixture
+def engine(vm) -> VisionEngine:
+    return VisionEngine(vm, prefill_step_size=2048)
+
+
+def direct_tokens(path: str, images: list[bytes], text: str = QUESTION) -> list[int]:
+    """mlx-vlm called directly (its own load, apply_chat_template, stream_generate)."""
+    from mlx_vlm import load, stream_generate
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    model, processor = load(path)
+    messages = [image_message(text, len(images))]
+    prompt = apply_chat_template(processor, model.config, messages, num_images=len(images))
+    pictures = [Image.open(io.BytesIO(b)) for b in images]
+    results = list(
+        stream_generate(
+            model, processor, prompt, image=pictures, max_tokens=MAX_TOKENS, temperature=0.0
+        )
+    )
+    return results[-1].token_ids
+
+
+def test_checkpoint_declares_image_input(engine):
+    assert "image_in" in engine.capabilities()
+    assert "audio_in" not in engine.capabilities()
+    assert engine.ready_info()["max_context"] == 4096
+
+
+def test_greedy_tokens_equal_direct_mlx_vlm(engine, path):
+    images = [png(0)]
+    got = run_all(engine, submit("a", images))["a"]
+    assert got["tokens"] == direct_tokens(path, images)
+    assert got["end"].finish_reason == FinishReason.LENGTH
+    assert got["end"].usage.completion_tokens == MAX_TOKENS
+
+
+def test_two_images_equal_direct_mlx_vlm(engine, path):
+    images = [png(1), png(2, size=(56, 112))]
+    got = run_all(engine, submit("a", images))["a"]
+    assert got["tokens"] == direct_tokens(path, images)
+
+
+def test_interleaved_requests_equal_sequential_ones(engine):
+    # Qwen2-VL keeps mRoPE offsets on the model: each generator must see its own. Logprobs
+    # show a wrong position even where the greedy token happens to survive it.
+    def both() -> tuple[Submit, Submit]:
+        return (
+            submit("a", [png(3)], logprobs=0),
+            submit("b", [png(4, size=(112, 56))], logprobs=0),
+        )
+
+    together = run_all(engine, *both())
+    first, second = both()
+    alone = {**run_all(engine, first), **run_all(engine, second)}
+    for rid in ("a", "b"):
+        assert together[rid]["tokens"] == alone[rid]["tokens"]
+        assert together[rid]["logprobs"] == alone[rid]["logprobs"]
+    assert together["a"]["tokens"] != together["b"]["tokens"]
+
+
+def test_prefix_cache_never_mixes_images(vm):
+    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    plain = VisionEngine(vm, 2048, None)
+    order = [png(5), png(6), png(5)]
+    with_cache = [
+        run_all(cached, submit(f"r{i}", [im]))[f"r{i}"]["tokens"] for i, im in enumerate(order)
+    ]
+    without = [
+        run_all(plain, submit(f"r{i}", [im]))[f"r{i}"]["tokens"] for i, im in enumerate(order)
+    ]
+    assert with_cache == without
+    assert with_cache[0] != with_cache[1]
+
+
+def test_prefix_cache_serves_a_repeated_text_prompt(vm):
+    # mlx-vlm's APC reuses KV only for prefixes that cover every media token, so a text-only
+    # chat is where a repeat is observable.
+    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    plain = VisionEngine(vm, 2048, None)
+    text = " ".join(["a long shared question about the picture"] * 8)
+    messages = [{"role": "user", "content": text}]
+    first = run_all(cached, submit("a", [], messages))["a"]
+    second = run_all(cached, submit("b", [], messages))["b"]
+    reference = run_all(plain, submit("c", [], messages))["c"]
+    assert first["end"].usage.cached_tokens == 0
+    assert second["end"].usage.cached_tokens > 0
+    assert first["tokens"] == second["tokens"] == reference["tokens"]
+
+
+def test_repeated_image_is_served_from_the_vision_cache(engine):
+    run_all(engine, submit("a", [png(7)]))
+    encoded = engine.vision_cache.encoded
+    run_all(engine, submit("b", [png(7)]))
+    assert engine.vision_cache.encoded == encoded
+    assert engine.vision_cache.hits >= 1
+    run_all(engine, submit("c", [png(8)]))
+    assert engine.vision_cache.encoded == encoded + 1
+
+
+def test_abort_mid_generation_ends_the_request(engine):
+    assert engine.admit(submit("a", [png(9)], max_tokens=50)).finish_reason is None
+    engine.step()
+    engine.step()
+    (ended,) = engine.abort(["a", "unknown"])
+    assert ended.finish_reason == FinishReason.ABORT
+    assert ended.usage.completion_tokens == 2
+    assert engine.active_ids() == []
+    assert run_all(engine, submit("b", [png(9)]))["b"]["end"].finish_reason == FinishReason.LENGTH
+
+
+def test_corrupt_image_is_a_bad_request_and_the_engine_goes_on(engine):
+    bad = engine.admit(submit("bad", [b"\x89PNG\r\n\x1a\n not really a png"]))
+    assert bad.finish_reason == FinishReason.ERROR
+    assert bad.error.code == ErrorCode.BAD_REQUEST
+    assert "images[0]" in bad.error.message
+    assert run_all(engine, submit("ok", [png(0)]))["ok"]["end"].finish_reason == FinishReason.LENGTH
+
+
+@pytest.mark.parametrize(
+    ("messages", "images", "needle"),
+    [
+        ([image_message(n=2)], [png(0)], "2 image parts but 1 images"),
+        (
+            [
+                {"role": "assistant", "content": [{"type": "image"}]},
+                {"role": "user", "content": "hi"},
+            ],
+            [png(0)],
+            "only in user messages",
+        ),
+        ([{"role": "user", "content": [{"type": "video"}]}], [], "must be a part of type"),
+    ],
+)
+def test_malformed_media_messages_are_bad_requests(engine, messages, images, needle):
+    delta = engine.admit(submit("x", images, messages))
+    assert delta.error is not None and delta.error.code == ErrorCode.BAD_REQUEST
+    assert needle in delta.error.message
+
+
+def test_backend_auto_picks_mlx_vlm_for_vision_models_only(path):
+    from worker.engines import TEXT, VISION, main_model_kind
+
+    text_path = str(ensure_checkpoint("qwen3"))
+    assert main_model_kind(path) == VISION
+    assert main_model_kind(text_path) == TEXT
+    assert main_model_kind(path, "text") == TEXT
+    assert main_model_kind(text_path, "omni") == VISION
+
+
+def test_unknown_mlx_vlm_model_type_fails_naming_the_supported_ones(path, tmp_path):
+    import json
+    import shutil
+
+    from worker.engines import main_model_kind
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(path, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "model_type": "no_such_vl"}))
+    with pytest.raises(
+        ValueError, match="no_such_vl is not supported by mlx-vlm; supported: .*qwen2_vl"
+    ):
+        main_model_kind(str(copy))

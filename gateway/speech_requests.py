@@ -3,7 +3,10 @@ the field.
 
 OpenAI's fields (`model`, `input`, `voice`, `instructions`, `response_format`, `speed`,
 `stream_format`) plus the extensions vLLM-Omni's speech API uses (`language`, `ref_audio` +
-`ref_text` for a cloned voice, `stream`, `seed`). What only the model can judge (is the voice
+`ref_text` for a cloned voice, `stream`, `seed`). The same fields come as JSON or, with the
+reference audio as a file part, as multipart/form-data (gateway/speech_form.py turns a form
+into the body read here); a saved voice (`voice: {"id": ...}` or its name) is resolved by
+gateway/speech_voices.py. What only the model can judge (is the voice
 one of its presets, does it take instructions, clone, know the language) the worker checks and
 answers with a 400 that says so. `stream` and `stream_format` pick the response:
 
@@ -53,14 +56,18 @@ class SpeechCall:
     mode: str  # "file" (buffered), "audio" (streamed bytes) or "sse"
     inputs: dict[str, Any]  # Submit.inputs for Op.SPEECH
     op: str = Op.SPEECH
+    voice_by_id: bool = False  # `voice` came as {"id": ...}: a saved voice's id first
 
     @property
     def seed(self) -> int | None:
         return self.inputs.get("seed")
 
 
-def parse_speech(body: dict[str, Any], sample_rate: int) -> SpeechCall:
-    """Validate a speech body for a model that speaks at `sample_rate` Hz."""
+def parse_speech(
+    body: dict[str, Any], sample_rate: int, uploaded_ref_audio: bytes | None = None
+) -> SpeechCall:
+    """Validate a speech body for a model that speaks at `sample_rate` Hz; `uploaded_ref_audio`
+    is a multipart request's reference audio file (then `ref_audio` may not be in `body`)."""
     for name in body:
         if name not in KNOWN_FIELDS:
             raise unknown_field(name)
@@ -79,12 +86,19 @@ def parse_speech(body: dict[str, Any], sample_rate: int) -> SpeechCall:
     if why is not None:
         raise invalid("response_format", f"`response_format` {fmt!r}: {why}")
     ref_audio = _reference_audio(body.get("ref_audio"))
+    if uploaded_ref_audio is not None:
+        if ref_audio is not None:
+            raise invalid("ref_audio", "send the reference audio once (a file or base64)")
+        ref_audio = _checked_upload(uploaded_ref_audio)
     ref_text = string(body, "ref_text")
-    if ref_text is not None and ref_audio is None:
+    if ref_text is not None and not ref_text.strip():
+        raise invalid("ref_text", "`ref_text` is empty: send the reference audio's transcript")
+    voice, by_id = _voice(body.get("voice"))
+    if ref_text is not None and ref_audio is None:  # a saved voice brings its own
         raise invalid("ref_text", "`ref_text` is the transcript of `ref_audio`: send both")
     inputs = {
         "input": text,
-        "voice": _voice(body.get("voice")),
+        "voice": voice,
         "ref_audio": ref_audio,
         "ref_text": ref_text,
         "instructions": string(body, "instructions"),
@@ -93,7 +107,7 @@ def parse_speech(body: dict[str, Any], sample_rate: int) -> SpeechCall:
         "seed": integer(body, "seed", 0, 2**63 - 1),
         "sample_format": "int16",
     }
-    return SpeechCall(model, fmt, _mode(body), inputs)
+    return SpeechCall(model, fmt, _mode(body), inputs, voice_by_id=by_id)
 
 
 def _mode(body: dict[str, Any]) -> str:
@@ -110,13 +124,21 @@ def _mode(body: dict[str, Any]) -> str:
     return "audio" if stream else "file"
 
 
-def _voice(value: Any) -> str | None:
-    # OpenAI also accepts {"id": "..."} for a voice object.
-    if isinstance(value, dict) and set(value) == {"id"}:
-        value = value["id"]
+def _voice(value: Any) -> tuple[str | None, bool]:
+    """The voice's name or id, and whether it came as OpenAI's voice object {"id": ...}."""
+    if isinstance(value, dict) and set(value) == {"id"} and isinstance(value["id"], str):
+        return value["id"] or None, True
     if value is None or isinstance(value, str):
-        return value or None
-    raise invalid("voice", '`voice` must be a voice name (string) or {"id": name}')
+        return value or None, False
+    raise invalid("voice", '`voice` must be a voice name (string) or {"id": voice id}')
+
+
+def _checked_upload(data: bytes) -> bytes:
+    if not data:
+        raise invalid("ref_audio", "`ref_audio` is empty: the upload holds no audio")
+    if len(data) > MAX_REF_AUDIO_BYTES:
+        raise invalid("ref_audio", f"`ref_audio` exceeds {MAX_REF_AUDIO_BYTES} bytes")
+    return data
 
 
 def _reference_audio(value: Any) -> bytes | None:

@@ -15,6 +15,9 @@ import numpy as np
 from worker.errors import bad_request
 
 MAX_REFERENCE_SECONDS = 60.0
+# Shorter clips are too short for the speaker encoders' windows (Qwen3-TTS's mel front end
+# alone needs 1024 samples) and carry too little of a voice to clone.
+MIN_REFERENCE_SECONDS = 0.5
 
 
 def to_pcm16(audio: Any) -> bytes:
@@ -25,7 +28,9 @@ def to_pcm16(audio: Any) -> bytes:
 
 def decode_reference(data: bytes, sample_rate: int) -> Any:
     """Reference audio (any format mlx-audio reads: WAV, FLAC, MP3, OGG, ...) as a mono float32
-    mx.array at `sample_rate`; a bad_request naming ref_audio when it is not usable audio."""
+    mx.array at `sample_rate`, read exactly as mlx-audio's `load_audio(path, sample_rate)` reads
+    a file; a bad_request naming ref_audio when it is not usable audio, or is shorter than
+    MIN_REFERENCE_SECONDS or longer than MAX_REFERENCE_SECONDS."""
     import mlx.core as mx
     from mlx_audio.audio_io import read
 
@@ -37,13 +42,24 @@ def decode_reference(data: bytes, sample_rate: int) -> Any:
             dtype="float32",
             sample_rate=sample_rate,
             nchannels=1,
-            duration=MAX_REFERENCE_SECONDS,
+            # A little past the limit: enough to tell an over-long clip without decoding it all.
+            duration=MAX_REFERENCE_SECONDS + 1.0,
         )
     except Exception as exc:  # every decoder failure means the same to the client
         raise bad_request(f"ref_audio could not be decoded as audio: {exc}") from None
     samples = np.asarray(samples, dtype=np.float32).reshape(-1)
     if samples.size == 0:
         raise bad_request("ref_audio holds no samples")
+    seconds = samples.size / sample_rate
+    if seconds > MAX_REFERENCE_SECONDS:
+        raise bad_request(
+            f"ref_audio is longer than {MAX_REFERENCE_SECONDS:g} s: send a shorter clip"
+        )
+    if seconds < MIN_REFERENCE_SECONDS:
+        raise bad_request(
+            f"ref_audio is {seconds:.2f} s long: a voice needs at least "
+            f"{MIN_REFERENCE_SECONDS:g} s of reference audio"
+        )
     if not np.isfinite(samples).all():
         raise bad_request("ref_audio holds samples that are not finite numbers")
     return mx.array(samples)

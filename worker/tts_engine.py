@@ -40,6 +40,7 @@ MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
 DEFAULT_STREAMING_INTERVAL = 0.16  # seconds of audio per streamed chunk (2 Qwen3-TTS frames)
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
+MAX_CACHED_REFERENCES = 32
 _TEXT_FIELDS = ("voice", "ref_text", "instructions", "language")
 
 
@@ -95,6 +96,7 @@ class TtsEngine:
             "family": self.family.name,
             "voices": list(self.voices),
             "cloning": self.family.cloning(self.model),
+            "ref_text": self.family.takes_ref_text(self.model),
             "descriptions": self.family.descriptions(self.model),
             "instructions": self.family.instructions(self.model),
             "languages": list(self.languages),
@@ -204,7 +206,7 @@ class TtsEngine:
         request = SpeechRequest(
             text=text,
             voice=inputs.get("voice") or None,
-            ref_text=inputs.get("ref_text") or None,
+            ref_text=inputs.get("ref_text"),
             instructions=inputs.get("instructions") or None,
             language=self._check_language(inputs.get("language")),
             speed=self._check_speed(inputs.get("speed")),
@@ -224,8 +226,20 @@ class TtsEngine:
         if not isinstance(data, bytes):
             raise bad_request("ref_audio must be audio file bytes")
         if not self.family.cloning(self.model):
-            raise bad_request("this model cannot clone a voice from ref_audio")
-        return decode_reference(data, self.sample_rate)
+            raise bad_request(
+                f"model {self.served_name} ({self.family.label}) cannot clone a voice "
+                "from ref_audio"
+            )
+        if request.ref_text is not None:
+            if not request.ref_text.strip():
+                raise bad_request("ref_text is empty: send the reference audio's transcript")
+            if not self.family.takes_ref_text(self.model):
+                raise bad_request(
+                    f"model {self.served_name} clones from the audio alone: it takes no ref_text"
+                )
+        audio = decode_reference(data, self.sample_rate)
+        _bound_reference_cache(self.model)
+        return audio
 
     def _check_language(self, language: Any) -> str | None:
         if language is None or (isinstance(language, str) and language.lower() == "auto"):
@@ -254,6 +268,16 @@ class TtsEngine:
                 raise bad_request("this model designs its voice from instructions: describe it")
         if request.instructions and not self.family.instructions(self.model):
             raise bad_request(f"this model ({self.family.label}) takes no instructions")
+
+
+def _bound_reference_cache(model: Any) -> None:
+    # Qwen3-TTS keeps every reference clip's codec codes it encoded (model._icl_cache, keyed
+    # by transcript and audio fingerprint) for the model's lifetime. Entries are a pure
+    # function of their key, so dropping them changes no output; clearing past a bound keeps
+    # a server that sees many voices from growing without end.
+    cache = getattr(model, "_icl_cache", None)
+    if isinstance(cache, dict) and len(cache) >= MAX_CACHED_REFERENCES:
+        cache.clear()
 
 
 def _terminal(rid: str, reason: str, usage: Usage, error: ErrorInfo | None = None) -> Delta:

@@ -39,6 +39,10 @@ class SpeechRequest:
     seed: int | None = None
 
 
+def _none(model: Any) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Family:
     """How the engine drives one mlx-audio TTS family."""
@@ -53,13 +57,12 @@ class Family:
     speed: bool
     streams: bool  # yields audio every few frames (else: once per text segment)
     kwargs: Callable[[Any, SpeechRequest, dict[str, Any]], dict[str, Any]]
+    # ref_text (the reference audio's transcript) changes the cloned voice; where it does
+    # not, a request that sends one is refused rather than silently ignored.
+    takes_ref_text: Callable[[Any], bool] = _none
     voice_required: bool = False  # a request must name a preset or bring reference audio
     passes_voice: bool = False  # the preset name goes to generate(voice=...)
     default_first_voice: bool = False  # no voice named: the first preset (CustomVoice needs one)
-
-
-def _none(model: Any) -> bool:
-    return False
 
 
 def _no_languages(model: Any) -> list[str]:
@@ -91,6 +94,13 @@ def _qwen3_cloning(model: Any) -> bool:
     return _qwen3_type(model) == "base" and getattr(model, "speaker_encoder", None) is not None
 
 
+def _qwen3_in_context(model: Any) -> bool:
+    # mlx-audio clones in context (reference codes + transcript) only when the codec has its
+    # encoder; without it, ref_text would be dropped, so it is refused instead.
+    codec = getattr(model, "speech_tokenizer", None)
+    return _qwen3_cloning(model) and bool(getattr(codec, "has_encoder", False))
+
+
 def _qwen3_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "text": req.text,
@@ -119,6 +129,7 @@ QWEN3_TTS = Family(
     speed=False,
     streams=True,
     kwargs=_qwen3_kwargs,
+    takes_ref_text=_qwen3_in_context,
     passes_voice=True,
     default_first_voice=True,
 )
@@ -189,8 +200,7 @@ KOKORO = Family(
 def _cloning_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> dict[str, Any]:
     kwargs = _max_tokens_kwargs(model, req, options)
     if req.ref_audio is not None:
-        kwargs["ref_audio"] = req.ref_audio
-        kwargs["ref_text"] = req.ref_text
+        kwargs["ref_audio"] = req.ref_audio  # both clone from the audio alone
     if req.instructions:
         kwargs["instruct"] = req.instructions
     return kwargs

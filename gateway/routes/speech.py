@@ -1,8 +1,12 @@
-"""`POST /v1/audio/speech` (text -> speech, OpenAI shape) and `GET /v1/audio/voices`.
+"""`POST /v1/audio/speech` (text -> speech, OpenAI shape) and the voices routes:
+`GET /v1/audio/voices` (presets, abilities, saved voices), `POST /v1/audio/voices` (save a
+voice to clone) and `DELETE /v1/audio/voices/{voice_id}`.
 
-Both need a speech model in the worker: its Ready message's `audio` section (voices, what it
-can do, sample rate, served name) is what these routes read. See gateway/speech_requests.py
-for the fields, gateway/speech_stream.py for buffered vs streamed responses and
+Speech and the listing need a speech model in the worker: its Ready message's `audio` section
+(voices, what it can do, sample rate, served name) is what these routes read. Saved voices
+live in the gateway (gateway/voice_store.py) and need no worker. See gateway/speech_requests.py
+and gateway/speech_form.py for the fields (JSON or multipart), gateway/speech_voices.py for
+saved voices in requests, gateway/speech_stream.py for buffered vs streamed responses and
 gateway/audio_encoding.py for the formats.
 """
 
@@ -14,12 +18,24 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import speech_stream
+from gateway import speech_stream, speech_voices
 from gateway.audio_encoding import CONTENT_TYPES, available_formats, encode
 from gateway.engine import EngineUnavailable
 from gateway.errors import APIError, model_not_found
+from gateway.multipart import read_form
 from gateway.routes.common import engine_of, read_json
+from gateway.speech_form import is_form, speech_body, voice_upload
 from gateway.speech_requests import parse_speech
+from gateway.voice_store import VoiceStore
+
+
+def voice_store(request: Request) -> VoiceStore:
+    """The app's saved voices, made on first use: they belong to the gateway process."""
+    state = request.app.state
+    store = getattr(state, "voice_store", None)
+    if store is None:
+        store = state.voice_store = VoiceStore()
+    return store
 
 
 def speech_model(engine: Any) -> dict[str, Any]:
@@ -50,11 +66,17 @@ def _check_model(engine: Any, audio: dict[str, Any], model: str) -> None:
 
 
 async def speech(request: Request) -> Response:
-    body = await read_json(request)
+    uploaded = None
+    if is_form(request.headers.get("content-type", "")):
+        form = await read_form(request, request.app.state.config.max_body_bytes)
+        body, uploaded = speech_body(form)
+    else:
+        body = await read_json(request)
     engine = engine_of(request)
     audio = speech_model(engine)
-    call = parse_speech(body, int(audio["sample_rate"]))
+    call = parse_speech(body, int(audio["sample_rate"]), uploaded)
     _check_model(engine, audio, call.model)
+    call = speech_voices.resolve(call, audio, voice_store(request))
     if call.mode != "file":
         return await speech_stream.stream(request, engine, call, int(audio["sample_rate"]))
     result = await speech_stream.collect(request, engine, call)
@@ -72,12 +94,15 @@ async def speech(request: Request) -> Response:
 async def voices(request: Request) -> Response:
     audio = speech_model(engine_of(request))
     rate = int(audio["sample_rate"])
+    presets = [{**v, "type": "preset"} for v in audio.get("voices", [])]
+    saved = [v.public() for v in voice_store(request).list()]
     return JSONResponse(
         {
             "object": "list",
             "model": audio.get("model"),
-            "voices": audio.get("voices", []),
+            "voices": presets + saved,
             "cloning": bool(audio.get("cloning")),
+            "ref_text": bool(audio.get("ref_text")),
             "descriptions": bool(audio.get("descriptions")),
             "instructions": bool(audio.get("instructions")),
             "languages": audio.get("languages", []),
@@ -86,3 +111,15 @@ async def voices(request: Request) -> Response:
             "response_formats": available_formats(rate),
         }
     )
+
+
+async def create_voice(request: Request) -> Response:
+    form = await read_form(request, request.app.state.config.max_body_bytes)
+    upload = voice_upload(form)
+    voice = voice_store(request).add(upload.name, upload.audio, upload.transcript)
+    return JSONResponse(voice.public())
+
+
+async def delete_voice(request: Request) -> Response:
+    voice = voice_store(request).delete(request.path_params["voice_id"])
+    return JSONResponse({"id": voice.id, "object": "audio.voice.deleted", "deleted": True})

@@ -253,3 +253,19 @@ def test_reference_audio_for_a_model_that_cannot_clone_is_400(omni, soprano_path
     ref = base64.b64encode(b"RIFF....WAVE").decode()
     response = post(omni, model=Path(soprano_path).name, input=TEXT, ref_audio=ref)
     assert response.status_code == 400 and "clone" in response.json()["error"]["message"]
+
+
+def test_a_saved_voice_on_a_model_that_cannot_clone_is_400_naming_the_model(omni, soprano_path):
+    wav = io.BytesIO()
+    soundfile.write(wav, np.zeros(8000, dtype=np.float32), 8000, format="WAV")
+    created = httpx.post(
+        f"{omni.url}/v1/audio/voices",
+        headers=omni.headers,
+        data={"name": "someone"},
+        files={"audio_sample": ("someone.wav", wav.getvalue(), "audio/wav")},
+        timeout=30,
+    ).json()
+    response = post(omni, model=Path(soprano_path).name, input=TEXT, voice={"id": created["id"]})
+    error = response.json()["error"]
+    assert response.status_code == 400 and Path(soprano_path).name in error["message"]
+    assert error["code"] == "cloning_not_supported"

@@ -89,6 +89,7 @@ def test_buffered_response_reports_usage_in_headers(client):
 
 
 def test_the_request_reaches_the_worker_as_a_speech_submit(engine, client):
+    engine.ready_info.audio["cloning"] = True
     ref = base64.b64encode(b"RIFF-ish bytes").decode()
     body = {**BODY, "voice": None, "ref_audio": f"data:audio/wav;base64,{ref}", "ref_text": "hi"}
     client.post("/v1/audio/speech", json={**body, "seed": 5, "language": "english"})

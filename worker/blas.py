@@ -10,6 +10,12 @@ Modes (`--blas`): "auto" preloads OpenBLAS when it is installed (Linux only), "b
 does, "openblas" requires it (the worker refuses to start without it). On macOS MLX uses
 Accelerate (and Metal) and this module does nothing.
 
+With OpenBLAS preloaded the worker also gets `OPENBLAS_NUM_THREADS=1` unless the environment
+sets it: by default OpenBLAS starts a thread per core that spins after every BLAS call, next to
+MLX's own compute thread. Measured on 2 cores (docs/benchmarks.md): a server worker used 17.5
+instead of 11.7 ms of CPU per token with the default, and served fewer tokens per second;
+direct mlx-lm was not slower with one thread.
+
 Standard library only: the gateway imports it, and the gateway never imports MLX.
 """
 
@@ -82,6 +88,7 @@ def blas_environment(mode: str, env: Mapping[str, str]) -> dict[str, str]:
     if library not in inherited:
         inherited.append(library)
     _set_preload(result, inherited)
+    result.setdefault("OPENBLAS_NUM_THREADS", "1")
     return result
 
 

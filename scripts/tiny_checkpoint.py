@@ -14,8 +14,9 @@ deterministic (a client can still force EOS through a logit bias).
 
 Usage: `ensure_checkpoint("qwen3")` -> Path, or
 `python -m scripts.tiny_checkpoint --arch llama --size 20m` (prints the path last on stdout).
-Speech and vision architectures ("whisper", "qwen3_tts", "soprano", "qwen2_vl") have their own
-builders (scripts/tiny_whisper.py, tiny_tts.py, tiny_vlm.py).
+Speech and vision architectures ("whisper", "qwen3_tts", "soprano", "qwen2_vl",
+"qwen3_omni_moe") have their own builders (scripts/tiny_whisper.py, tiny_tts.py, tiny_vlm.py,
+tiny_omni.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from scripts import tiny_tts, tiny_vlm, tiny_whisper
+from scripts import (
+    tiny_omni,
+    tiny_tts,
+    tiny_tts_families,
+    tiny_vlm,
+    tiny_vlm_families,
+    tiny_whisper,
+)
 from scripts.tiny_tokenizer import (
     LLAMA3,
     QWEN2,
@@ -292,6 +300,52 @@ ARCHS: Mapping[str, Arch] = {
         tiny_tts.qwen3_tts_generation_config,
         sizes=tiny_tts.QWEN3_TTS_SIZES,
         build=tiny_tts.build_qwen3_tts_base,
+    ),
+    # Audio (and images) in, text out, for mlx_vlm.load: a Qwen3-Omni thinker; its own build
+    # writes every file (scripts/tiny_omni.py).
+    "qwen3_omni_moe": Arch(
+        tiny_omni.TOKENIZER,
+        tiny_omni.config,
+        tiny_omni.generation_config,
+        sizes=tiny_omni.SIZES,
+        build=tiny_omni.build,
+    ),
+    # More speech-out families (scripts/tiny_tts_families.py).
+    "voxcpm2": Arch(
+        tiny_tts_families.VOXCPM2_TOKENIZER,
+        tiny_tts_families.voxcpm2_config,
+        tiny_tts_families.voxcpm2_generation_config,
+        sizes=tiny_tts_families.VOXCPM2_SIZES,
+        build=tiny_tts_families.build_voxcpm2,
+    ),
+    "moss_tts_nano": Arch(
+        tiny_tts_families.VOXCPM2_TOKENIZER,  # unused: the build writes a SentencePiece model
+        tiny_tts_families.moss_tts_nano_config,
+        tiny_tts_families.moss_tts_nano_generation_config,
+        sizes=tiny_tts_families.MOSS_TTS_NANO_SIZES,
+        build=tiny_tts_families.build_moss_tts_nano,
+    ),
+    # More image-in families for mlx_vlm.load (scripts/tiny_vlm_families.py).
+    "qwen2_5_vl": Arch(
+        tiny_vlm_families.QWEN2_5_VL_TOKENIZER,
+        tiny_vlm_families.qwen2_5_vl_config,
+        tiny_vlm_families.qwen2_5_vl_generation_config,
+        sizes=tiny_vlm_families.SIZES,
+        build=tiny_vlm_families.build_qwen2_5_vl,
+    ),
+    "qwen3_vl": Arch(
+        tiny_vlm_families.QWEN3_VL_TOKENIZER,
+        tiny_vlm_families.qwen3_vl_config,
+        tiny_vlm_families.qwen3_vl_generation_config,
+        sizes=tiny_vlm_families.SIZES,
+        build=tiny_vlm_families.build_qwen3_vl,
+    ),
+    "gemma3": Arch(
+        tiny_vlm_families.GEMMA3_TOKENIZER,
+        tiny_vlm_families.gemma3_config,
+        tiny_vlm_families.gemma3_generation_config,
+        sizes=tiny_vlm_families.SIZES,
+        build=tiny_vlm_families.build_gemma3,
     ),
 }
 

@@ -212,7 +212,7 @@ def test_losing_a_build_race_keeps_the_winner(tmp_path: Path, monkeypatch) -> No
 
 
 def test_unknown_arch_error_lists_choices(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="llama, qwen2_vl, qwen3"):
+    with pytest.raises(ValueError, match=r"choose from: .*llama, .*qwen3, "):
         tc.ensure_checkpoint("gpt5", cache_dir=tmp_path)
 
 
@@ -250,3 +250,211 @@ def test_mlx_vlm_loads_qwen2_vl_and_renders_image_parts(tmp_path: Path) -> None:
     # Special tokens have zero output rows: the model practically never ends on its own.
     rows = np.asarray(model.language_model.model.embed_tokens.weight)[image_pad]
     assert not rows.any()
+
+
+def test_mlx_vlm_loads_every_weight_of_qwen3_omni_moe(tmp_path: Path) -> None:
+    pytest.importorskip("mlx_vlm")
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_vlm import load
+
+    path = tc.ensure_checkpoint("qwen3_omni_moe", cache_dir=tmp_path)
+    model, processor = load(str(path))
+    assert model.config.model_type == "qwen3_omni_moe"
+    assert type(processor).__name__ == "Qwen3OmniMoeProcessor"
+    assert type(processor.feature_extractor).__name__ == "WhisperFeatureExtractor"
+    assert processor.feature_extractor.feature_size == 128
+    # Loaders may skip absent weights silently: every parameter must be one that was written,
+    # with the written values (after mlx-vlm's own renaming and layout changes).
+    written = model.sanitize(dict(mx.load(str(path / "model.safetensors"))))
+    params = dict(tree_flatten(model.parameters()))
+    assert sorted(params) == sorted(written)
+    assert all(mx.array_equal(params[name], written[name]) for name in params)
+    assert model.talker is None  # text out only (enable_audio_output false)
+
+
+def test_qwen3_omni_template_renders_audio_parts_and_their_tokens_never_win(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mlx_vlm")
+    from mlx_vlm import load
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    path = tc.ensure_checkpoint("qwen3_omni_moe", cache_dir=tmp_path)
+    model, processor = load(str(path))
+    messages = [{"role": "user", "content": "Hi"}]
+    prompt = apply_chat_template(processor, model.config, messages, num_audios=1)
+    assert prompt.endswith(
+        "<|im_start|>user\n<|audio_start|><|audio_pad|><|audio_end|>Hi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    tokenizer = processor.tokenizer
+    audio_pad = tokenizer.convert_tokens_to_ids(tokenizer.audio_token)
+    assert model.config.thinker_config.audio_token_id == audio_pad
+    assert tokenizer.encode("<|audio_start|><|audio_pad|>", add_special_tokens=False) == [
+        model.config.thinker_config.audio_start_token_id,
+        audio_pad,
+    ]
+    lm_head = np.asarray(model.language_model.lm_head.weight)
+    for token in ("<|im_end|>", "<|endoftext|>", "<|audio_pad|>", "<think>"):
+        assert not lm_head[tokenizer.convert_tokens_to_ids(token)].any()
+
+
+def _every_parameter_is_a_written_one(model, written: dict) -> None:
+    """Loaders may skip absent weights silently: every parameter must be one that was written,
+    with the written values (after the loader's own renaming)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    params = dict(tree_flatten(model.parameters()))
+    assert sorted(params) == sorted(written)
+    assert all(mx.array_equal(params[name], written[name]) for name in params)
+
+
+def test_mlx_audio_loads_every_weight_of_voxcpm2(tmp_path: Path) -> None:
+    import mlx.core as mx
+    from mlx_audio.tts.utils import load_model
+
+    path = tc.ensure_checkpoint("voxcpm2", cache_dir=tmp_path)
+    model = load_model(path)
+    assert type(model).__module__ == "mlx_audio.tts.models.voxcpm2.voxcpm2"
+    assert model.tokenizer is not None and model.sample_rate == 16000
+    _every_parameter_is_a_written_one(model, dict(mx.load(str(path / "model.safetensors"))))
+
+
+def test_mlx_audio_loads_every_weight_of_moss_tts_nano_and_its_codec(tmp_path: Path) -> None:
+    import mlx.core as mx
+    from mlx_audio.codec.models.moss_audio_tokenizer import moss_audio_tokenizer as codec
+    from mlx_audio.tts.utils import load_model
+
+    path = tc.ensure_checkpoint("moss_tts_nano", cache_dir=tmp_path)
+    model = load_model(path)
+    assert model.model_type == "moss_tts_nano" and model.tokenizer is not None
+    control = ("<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>")
+    control += ("<|audio_user_slot|>", "<|audio_assistant_slot|>")
+    pieces = [model.tokenizer.processor.piece_to_id(piece) for piece in control]
+    assert pieces == list(range(4, 10))  # MOSS's config ids for its markers
+    _every_parameter_is_a_written_one(model, dict(mx.load(str(path / "model.safetensors"))))
+    tokenizer = model._ensure_audio_tokenizer()
+    assert (tokenizer.sample_rate, tokenizer.channels) == (8000, 2)
+    written = codec._sanitize_audio_tokenizer_weights(
+        dict(mx.load(str(path / "audio_tokenizer" / "model.safetensors")))
+    )
+    _every_parameter_is_a_written_one(tokenizer, written)
+
+
+# Image families beyond Qwen2-VL (scripts/tiny_vlm_families.py): the transformers tensor
+# names -> mlx-vlm's parameter names, spelled out here rather than taken from mlx-vlm's own
+# `sanitize`, so a weight the loader drops or misplaces is noticed.
+IMAGE_FAMILY_RENAMES = {
+    "qwen2_5_vl": (("visual.", "vision_tower."), ("model.", "language_model.model.")),
+    "qwen3_vl": (
+        ("model.visual.", "vision_tower."),
+        ("model.language_model.", "language_model.model."),
+    ),
+    "gemma3": (),  # published with mlx-vlm's names already
+}
+IMAGE_FAMILY_PROMPTS = {
+    "qwen2_5_vl": "<|im_start|>user\nHi<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+    "<|im_start|>assistant\n",
+    "qwen3_vl": "<|im_start|>user\nHi<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+    "<|im_start|>assistant\n",
+    "gemma3": "<bos><start_of_turn>user\nHi<start_of_image><end_of_turn>\n<start_of_turn>model\n",
+}
+
+
+def _mlx_name(arch: str, name: str) -> str:
+    for old, new in IMAGE_FAMILY_RENAMES[arch]:
+        if name.startswith(old):
+            return new + name.removeprefix(old)
+    return name
+
+
+def _mlx_layout(array: np.ndarray) -> np.ndarray:
+    # PyTorch convolutions are channels-first; MLX's are channels-last.
+    if array.ndim == 5:
+        return array.transpose(0, 2, 3, 4, 1)
+    if array.ndim == 4:
+        return array.transpose(0, 2, 3, 1)
+    return array
+
+
+@pytest.fixture(scope="module")
+def image_families(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    pytest.importorskip("mlx_vlm")
+    from mlx_vlm import load
+
+    root = tmp_path_factory.mktemp("image_families")
+    out = {}
+    for arch in IMAGE_FAMILY_RENAMES:
+        path = tc.ensure_checkpoint(arch, cache_dir=root)
+        out[arch] = (path, *load(str(path)))
+    return out
+
+
+@pytest.mark.parametrize("arch", sorted(IMAGE_FAMILY_RENAMES))
+def test_mlx_vlm_loads_every_weight_of_image_family(image_families: dict, arch: str) -> None:
+    from mlx.utils import tree_flatten
+    from safetensors.numpy import load_file
+
+    path, model, _ = image_families[arch]
+    assert model.config.model_type == arch
+    written = {
+        _mlx_name(arch, name): _mlx_layout(value)
+        for name, value in load_file(path / "model.safetensors").items()
+    }
+    if arch == "gemma3":  # tied: mlx-vlm copies the embedding into its lm_head
+        written["language_model.lm_head.weight"] = written[
+            "language_model.model.embed_tokens.weight"
+        ]
+    loaded = {name: np.asarray(value) for name, value in tree_flatten(model.parameters())}
+    assert sorted(loaded) == sorted(written)
+    assert [name for name in loaded if not np.array_equal(loaded[name], written[name])] == []
+
+
+@pytest.mark.parametrize("arch", sorted(IMAGE_FAMILY_RENAMES))
+def test_image_family_template_renders_image_parts(image_families: dict, arch: str) -> None:
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    _, model, processor = image_families[arch]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "image"}]}]
+    prompt = apply_chat_template(processor, model.config, messages, num_images=1)
+    assert prompt.endswith(IMAGE_FAMILY_PROMPTS[arch])
+
+
+@pytest.mark.parametrize("arch", sorted(IMAGE_FAMILY_RENAMES))
+def test_image_family_image_tokens_expand_and_special_rows_are_zero(
+    image_families: dict, arch: str
+) -> None:
+    from PIL import Image
+
+    from scripts.tiny_vlm_families import GEMMA3_TOKENS_PER_IMAGE
+
+    _, model, processor = image_families[arch]
+    config = model.config
+    image_id = config.image_token_index if arch == "gemma3" else config.image_token_id
+    tokenizer = processor.tokenizer
+    marker = "<start_of_image>" if arch == "gemma3" else "<|vision_start|><|image_pad|>"
+    image = Image.new("RGB", (64, 64), (200, 30, 90))
+    ids = np.asarray(processor(text=[f"Hi {marker}"], images=[image])["input_ids"]).ravel()
+    # 64 x 64 px: Gemma 3 always 16 soft tokens; Qwen2.5-VL 4 x 4 merged patches of 14 px
+    # (64 -> 56 px); Qwen3-VL 2 x 2 merged patches of 16 px.
+    expected = {"gemma3": GEMMA3_TOKENS_PER_IMAGE, "qwen2_5_vl": 4, "qwen3_vl": 4}[arch]
+    assert int((ids == image_id).sum()) == expected
+    # Added tokens (EOS, turn and image markers, ...) have zero rows in the tied output
+    # embedding, every ordinary token a random one: the model practically never ends.
+    rows = np.asarray(model.language_model.model.embed_tokens.weight)
+    added = sorted(tokenizer.added_tokens_decoder)
+    assert image_id in added and tokenizer.eos_token_id in added
+    assert np.flatnonzero(~rows.any(axis=1)).tolist() == added
+
+
+def test_gemma3_tokenizer_is_sentencepiece_style_with_byte_fallback(image_families: dict) -> None:
+    _, _, processor = image_families["gemma3"]
+    tokenizer = processor.tokenizer
+    text = "Hello,  world!\n\tx = 12345 é🙂 return"
+    ids = tokenizer.encode(text)
+    assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert "▁return" in tokenizer.convert_ids_to_tokens(ids)
+    assert "<0xF0>" in tokenizer.convert_ids_to_tokens(ids)  # the emoji's first byte

@@ -1,0 +1,830 @@
+"""Tiny random-weight Qwen2.5-VL, Qwen3-VL and Gemma 3 checkpoints in their published layouts.
+
+Each builder writes what the real checkpoint ships, with small dimensions, in the format
+`mlx_vlm.load` reads (its `sanitize` methods map the tensor names):
+
+- "qwen2_5_vl" (like Qwen/Qwen2.5-VL-3B-Instruct): a flat config.json with `vision_config`
+  (RMSNorm + SwiGLU vision blocks, windowed attention with `fullatt_block_indexes`), tensors
+  `model.*` / `visual.*`, Qwen2-VL's tokens and template, a Qwen2VLImageProcessor config.
+- "qwen3_vl" (like Qwen/Qwen3-VL-2B-Instruct): nested `text_config` / `vision_config`
+  (interleaved mRoPE, deepstack mergers, learned position grid), tensors
+  `model.language_model.*` / `model.visual.*`, Qwen3's tokens and the Qwen3-VL template,
+  `size.shortest_edge` / `longest_edge` pixel bounds.
+- "gemma3" (like google/gemma-3-4b-it): nested `text_config` / `vision_config` (SigLIP),
+  tensors `language_model.model.*` / `vision_tower.vision_model.*` / `multi_modal_projector.*`,
+  a SentencePiece-style BPE (byte fallback, "▁" for spaces) with <start_of_image> /
+  <image_soft_token>, the Gemma 3 template, a Gemma3ImageProcessor config and the
+  processor_config.json carrying `image_seq_length`.
+
+Weights follow `scripts.tiny_checkpoint`'s recipe (N(0, 1/fan_in), tied embeddings whose rows
+of special tokens are zero, so generation practically never ends on its own).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import save_file
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+
+from scripts.tiny_tokenizer import (
+    QWEN2,
+    TokenizerSpec,
+    stdlib_corpus,
+    train_tokenizer,
+    write_tokenizer_files,
+)
+from scripts.tiny_vlm import (
+    PREPROCESSOR_CONFIG,
+    QWEN2_VL_CHAT_TEMPLATE,
+    VlmDims,
+    _tensor,
+)
+
+# One size per family (~1-2M parameters): loads and answers about a small image at once.
+TINY = VlmDims(
+    hidden=128,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    intermediate=256,
+    vocab=4096,
+    vision_depth=2,
+    vision_dim=64,
+    vision_heads=4,
+    vision_mlp_ratio=2,
+)
+SIZES: Mapping[str, VlmDims] = {"tiny": TINY}
+
+Specs = dict[str, tuple[tuple[int, ...], float | str]]  # name -> (shape, std | "ones" | "zeros")
+
+
+def _materialize(specs: Specs) -> dict[str, np.ndarray]:
+    return {name: _tensor(name, shape, std) for name, (shape, std) in specs.items()}
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def _text_weights(
+    d: VlmDims, zero_rows: list[int], qk_norm: bool, prefix: str
+) -> dict[str, np.ndarray]:
+    """The decoder of `scripts.tiny_checkpoint` (Qwen3 layout when `qk_norm`), renamed."""
+    from scripts.tiny_checkpoint import decoder_weights  # it imports this module
+
+    config = {
+        "hidden_size": d.hidden,
+        "vocab_size": d.vocab,
+        "head_dim": d.head_dim,
+        "intermediate_size": d.intermediate,
+        "num_attention_heads": d.heads,
+        "num_key_value_heads": d.kv_heads,
+        "num_hidden_layers": d.layers,
+        "model_type": "qwen3" if qk_norm else "qwen2",
+        "tie_word_embeddings": True,
+    }
+    weights = decoder_weights(config, zero_rows=zero_rows)
+    return {prefix + k.removeprefix("model."): v for k, v in weights.items()}
+
+
+# --- Qwen2.5-VL and Qwen3-VL: Qwen2-VL's tokens and processor, their own towers -------------
+
+# Qwen2.5-VL's and Qwen3-VL's added tokens in id order: (content, special).
+_QWEN_VL_TOKENS: tuple[tuple[str, bool], ...] = (
+    *(
+        (t, True)
+        for t in (
+            "<|endoftext|>",
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|object_ref_start|>",
+            "<|object_ref_end|>",
+            "<|box_start|>",
+            "<|box_end|>",
+            "<|quad_start|>",
+            "<|quad_end|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+            "<|vision_pad|>",
+            "<|image_pad|>",
+            "<|video_pad|>",
+        )
+    ),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+)
+_QWEN3_EXTRA_TOKENS = (
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
+)
+
+# The Qwen3-VL-Instruct template as published: tools in the system turn, content parts in
+# order with images as vision markers around one pad token, tool results in a user turn.
+QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {%- if messages[0].content is string %}
+            {{- messages[0].content }}
+        {%- else %}
+            {%- for content in messages[0].content %}
+                {%- if 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' }}
+        {%- if messages[0].content is string %}
+            {{- messages[0].content }}
+        {%- else %}
+            {%- for content in messages[0].content %}
+                {%- if 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set image_count = namespace(value=0) %}
+{%- set video_count = namespace(value=0) %}
+{%- for message in messages %}
+    {%- if message.role == "user" or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content in message.content %}
+                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}
+                    {%- set image_count.value = image_count.value + 1 %}
+                    {%- if add_vision_id %}Picture {{ image_count.value }}: {% endif -%}
+                    <|vision_start|><|image_pad|><|vision_end|>
+                {%- elif content.type == 'video' or 'video' in content %}
+                    {%- set video_count.value = video_count.value + 1 %}
+                    {%- if add_vision_id %}Video {{ video_count.value }}: {% endif -%}
+                    <|vision_start|><|video_pad|><|vision_end|>
+                {%- elif 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role + '\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content_item in message.content %}
+                {%- if 'text' in content_item %}
+                    {{- content_item.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and message.content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content in message.content %}
+                {%- if 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
+
+
+def _qwen_tokenizer(tokens: tuple[tuple[str, bool], ...], template: str) -> TokenizerSpec:
+    return TokenizerSpec(
+        pretokenize_regex=QWEN2.pretokenize_regex,
+        nfc=True,
+        added_tokens=tokens,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=tuple(t for t, special in tokens[1:] if special),
+        chat_template=template,
+        tokenizer_class="Qwen2Tokenizer",
+        post_processor_adds_bos=False,
+        extra_config=dict(QWEN2.extra_config),
+    )
+
+
+QWEN2_5_VL_TOKENIZER = _qwen_tokenizer(_QWEN_VL_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
+QWEN3_VL_TOKENIZER = _qwen_tokenizer(_QWEN_VL_TOKENS + _QWEN3_EXTRA_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
+
+
+def _mrope_section(half: int) -> list[int]:
+    # Time gets a quarter of the rotary half-dimension, height and width share the rest.
+    section = [half // 4, (half - half // 4) // 2]
+    return section + [half - sum(section)]
+
+
+def _vision_token_ids(tid: Any) -> dict[str, int]:
+    return {
+        "image_token_id": tid("<|image_pad|>"),
+        "video_token_id": tid("<|video_pad|>"),
+        "vision_start_token_id": tid("<|vision_start|>"),
+        "vision_end_token_id": tid("<|vision_end|>"),
+        "vision_token_id": tid("<|vision_pad|>"),
+    }
+
+
+def _qwen_generation_config(tid: Any, temperature: float, top_p: float, top_k: int) -> dict:
+    return {
+        "bos_token_id": tid("<|endoftext|>"),
+        "do_sample": True,
+        "eos_token_id": [tid("<|im_end|>"), tid("<|endoftext|>")],
+        "pad_token_id": tid("<|endoftext|>"),
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+    }
+
+
+def qwen2_5_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "attention_dropout": 0.0,
+        "bos_token_id": tid("<|endoftext|>"),
+        "eos_token_id": tid("<|im_end|>"),
+        "hidden_act": "silu",
+        "hidden_size": d.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": d.intermediate,
+        "max_position_embeddings": d.max_positions,
+        "max_window_layers": d.layers,
+        "model_type": "qwen2_5_vl",
+        "num_attention_heads": d.heads,
+        "num_hidden_layers": d.layers,
+        "num_key_value_heads": d.kv_heads,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": {"mrope_section": _mrope_section(d.head_dim // 2), "type": "mrope"},
+        "rope_theta": 1000000.0,
+        "sliding_window": d.max_positions,
+        "tie_word_embeddings": True,
+        "torch_dtype": "float32",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vision_config": {
+            "depth": d.vision_depth,
+            # The last block of each group attends globally, the others within windows.
+            "fullatt_block_indexes": [d.vision_depth - 1],
+            "hidden_act": "silu",
+            "hidden_size": d.vision_dim,
+            "in_chans": 3,
+            "intermediate_size": d.vision_dim * d.vision_mlp_ratio,
+            "num_heads": d.vision_heads,
+            "out_hidden_size": d.hidden,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "spatial_patch_size": 14,
+            "temporal_patch_size": 2,
+            "tokens_per_second": 2,
+            "window_size": 112,
+        },
+        "vocab_size": d.vocab,
+        **_vision_token_ids(tid),
+    }
+
+
+def qwen2_5_vl_generation_config(tid: Any) -> dict[str, Any]:
+    # Qwen2.5-VL-Instruct's published defaults, without its repetition_penalty of 1.05: the
+    # server applies a checkpoint's penalty while mlx-vlm's generate ignores it, and the
+    # equivalence tests compare the two.
+    return _qwen_generation_config(tid, temperature=0.1, top_p=0.001, top_k=1)
+
+
+def _qwen2_5_vision_specs(d: VlmDims) -> Specs:
+    dim, merged, mlp = d.vision_dim, d.vision_dim * 4, d.vision_dim * d.vision_mlp_ratio
+    specs: Specs = {
+        # PyTorch Conv3d layout: out, in, time, height, width; no bias.
+        "visual.patch_embed.proj.weight": ((dim, 3, 2, 14, 14), (3 * 2 * 14 * 14) ** -0.5),
+        "visual.merger.ln_q.weight": ((dim,), "ones"),
+        "visual.merger.mlp.0.weight": ((merged, merged), merged**-0.5),
+        "visual.merger.mlp.0.bias": ((merged,), "zeros"),
+        "visual.merger.mlp.2.weight": ((d.hidden, merged), merged**-0.5),
+        "visual.merger.mlp.2.bias": ((d.hidden,), "zeros"),
+    }
+    for i in range(d.vision_depth):
+        p = f"visual.blocks.{i}."
+        specs |= {
+            p + "norm1.weight": ((dim,), "ones"),
+            p + "norm2.weight": ((dim,), "ones"),
+            p + "attn.qkv.weight": ((3 * dim, dim), dim**-0.5),
+            p + "attn.qkv.bias": ((3 * dim,), "zeros"),
+            p + "attn.proj.weight": ((dim, dim), dim**-0.5),
+            p + "attn.proj.bias": ((dim,), "zeros"),
+            p + "mlp.gate_proj.weight": ((mlp, dim), dim**-0.5),
+            p + "mlp.gate_proj.bias": ((mlp,), "zeros"),
+            p + "mlp.up_proj.weight": ((mlp, dim), dim**-0.5),
+            p + "mlp.up_proj.bias": ((mlp,), "zeros"),
+            p + "mlp.down_proj.weight": ((dim, mlp), mlp**-0.5),
+            p + "mlp.down_proj.bias": ((dim,), "zeros"),
+        }
+    return specs
+
+
+def build_qwen2_5_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
+    """Writes a tiny Qwen2.5-VL into `out_dir`; returns its parameters (`Arch.build`)."""
+    spec = QWEN2_5_VL_TOKENIZER
+    tok = train_tokenizer(spec, dims.vocab)
+    tid = tok.token_to_id
+    write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
+    _write_json(out_dir / "config.json", qwen2_5_vl_config(dims, tid))
+    _write_json(out_dir / "generation_config.json", qwen2_5_vl_generation_config(tid))
+    preprocessor = {**PREPROCESSOR_CONFIG, "processor_class": "Qwen2_5_VLProcessor"}
+    _write_json(out_dir / "preprocessor_config.json", preprocessor)
+    special = [tid(t) for t, _ in spec.added_tokens]
+    text = _text_weights(dims, special, qk_norm=False, prefix="model.")
+    q_out, kv_out = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
+    for i in range(dims.layers):  # Qwen2 attention has q/k/v biases
+        p = f"model.layers.{i}.self_attn."
+        text |= {
+            p + "q_proj.bias": np.zeros(q_out, np.float32),
+            p + "k_proj.bias": np.zeros(kv_out, np.float32),
+            p + "v_proj.bias": np.zeros(kv_out, np.float32),
+        }
+    tensors = {**text, **_materialize(_qwen2_5_vision_specs(dims))}
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sum(t.size for t in tensors.values())
+
+
+QWEN3_VL_PATCH = 16
+QWEN3_VL_POSITION_GRID = 8  # learned positions on an 8 x 8 grid, interpolated per image
+# Pixel bounds (Qwen3-VL's `size`): images become multiples of 32 px, at most 64 tokens.
+QWEN3_VL_SIZE = {"longest_edge": 256 * 256, "shortest_edge": 64 * 64}
+
+
+def qwen3_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen3VLForConditionalGeneration"],
+        "model_type": "qwen3_vl",
+        "text_config": {
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": tid("<|endoftext|>"),
+            "dtype": "float32",
+            "eos_token_id": tid("<|im_end|>"),
+            "head_dim": d.head_dim,
+            "hidden_act": "silu",
+            "hidden_size": d.hidden,
+            "initializer_range": 0.02,
+            "intermediate_size": d.intermediate,
+            "max_position_embeddings": d.max_positions,
+            "model_type": "qwen3_vl_text",
+            "num_attention_heads": d.heads,
+            "num_hidden_layers": d.layers,
+            "num_key_value_heads": d.kv_heads,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": {
+                "mrope_interleaved": True,
+                "mrope_section": _mrope_section(d.head_dim // 2),
+                "rope_type": "default",
+            },
+            "rope_theta": 5000000,
+            "tie_word_embeddings": True,
+            "use_cache": True,
+            "vocab_size": d.vocab,
+        },
+        "tie_word_embeddings": True,
+        "vision_config": {
+            # Features of these blocks are merged and added to the first LLM layers.
+            "deepstack_visual_indexes": list(range(d.vision_depth)),
+            "depth": d.vision_depth,
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": d.vision_dim,
+            "in_channels": 3,
+            "initializer_range": 0.02,
+            "intermediate_size": d.vision_dim * d.vision_mlp_ratio,
+            "model_type": "qwen3_vl",
+            "num_heads": d.vision_heads,
+            "num_position_embeddings": QWEN3_VL_POSITION_GRID**2,
+            "out_hidden_size": d.hidden,
+            "patch_size": QWEN3_VL_PATCH,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        **_vision_token_ids(tid),
+    }
+
+
+def qwen3_vl_generation_config(tid: Any) -> dict[str, Any]:
+    # Qwen3-VL-Instruct's published defaults.
+    return _qwen_generation_config(tid, temperature=0.7, top_p=0.8, top_k=20)
+
+
+def _merger_specs(prefix: str, dim: int, out: int, norm_dim: int) -> Specs:
+    merged = dim * 4
+    return {
+        prefix + "norm.weight": ((norm_dim,), "ones"),
+        prefix + "norm.bias": ((norm_dim,), "zeros"),
+        prefix + "linear_fc1.weight": ((merged, merged), merged**-0.5),
+        prefix + "linear_fc1.bias": ((merged,), "zeros"),
+        prefix + "linear_fc2.weight": ((out, merged), merged**-0.5),
+        prefix + "linear_fc2.bias": ((out,), "zeros"),
+    }
+
+
+def _qwen3_vision_specs(d: VlmDims) -> Specs:
+    dim, mlp, v = d.vision_dim, d.vision_dim * d.vision_mlp_ratio, "model.visual."
+    patch = QWEN3_VL_PATCH
+    specs: Specs = {
+        v + "patch_embed.proj.weight": ((dim, 3, 2, patch, patch), (3 * 2 * patch**2) ** -0.5),
+        v + "patch_embed.proj.bias": ((dim,), "zeros"),
+        v + "pos_embed.weight": ((QWEN3_VL_POSITION_GRID**2, dim), 0.02),
+        **_merger_specs(v + "merger.", dim, d.hidden, norm_dim=dim),
+    }
+    for j in range(d.vision_depth):
+        specs |= _merger_specs(f"{v}deepstack_merger_list.{j}.", dim, d.hidden, dim * 4)
+    for i in range(d.vision_depth):
+        p = f"{v}blocks.{i}."
+        specs |= {
+            p + "norm1.weight": ((dim,), "ones"),
+            p + "norm1.bias": ((dim,), "zeros"),
+            p + "norm2.weight": ((dim,), "ones"),
+            p + "norm2.bias": ((dim,), "zeros"),
+            p + "attn.qkv.weight": ((3 * dim, dim), dim**-0.5),
+            p + "attn.qkv.bias": ((3 * dim,), "zeros"),
+            p + "attn.proj.weight": ((dim, dim), dim**-0.5),
+            p + "attn.proj.bias": ((dim,), "zeros"),
+            p + "mlp.linear_fc1.weight": ((mlp, dim), dim**-0.5),
+            p + "mlp.linear_fc1.bias": ((mlp,), "zeros"),
+            p + "mlp.linear_fc2.weight": ((dim, mlp), mlp**-0.5),
+            p + "mlp.linear_fc2.bias": ((dim,), "zeros"),
+        }
+    return specs
+
+
+def build_qwen3_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
+    """Writes a tiny Qwen3-VL into `out_dir`; returns its parameters (`Arch.build`)."""
+    spec = QWEN3_VL_TOKENIZER
+    tok = train_tokenizer(spec, dims.vocab)
+    tid = tok.token_to_id
+    write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
+    _write_json(out_dir / "config.json", qwen3_vl_config(dims, tid))
+    _write_json(out_dir / "generation_config.json", qwen3_vl_generation_config(tid))
+    preprocessor = {
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Qwen2VLImageProcessorFast",
+        "image_std": [0.5, 0.5, 0.5],
+        "merge_size": 2,
+        "patch_size": QWEN3_VL_PATCH,
+        "processor_class": "Qwen3VLProcessor",
+        "size": QWEN3_VL_SIZE,
+        "temporal_patch_size": 2,
+    }
+    _write_json(out_dir / "preprocessor_config.json", preprocessor)
+    video = {**preprocessor, "video_processor_type": "Qwen3VLVideoProcessor", "fps": 2}
+    del video["image_processor_type"]
+    _write_json(out_dir / "video_preprocessor_config.json", video)
+    special = [tid(t) for t, _ in spec.added_tokens]
+    text = _text_weights(dims, special, qk_norm=True, prefix="model.language_model.")
+    tensors = {**text, **_materialize(_qwen3_vision_specs(dims))}
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sum(t.size for t in tensors.values())
+
+
+# --- Gemma 3 --------------------------------------------------------------------------------
+
+GEMMA3_IMAGE_SIZE = 64
+GEMMA3_PATCH = 8
+GEMMA3_TOKENS_PER_IMAGE = 16  # the 8 x 8 patch grid average-pooled to 4 x 4
+GEMMA3_SLIDING_WINDOW = 512
+GEMMA3_BRANCH_GAIN = 16.0  # scale of the normalized attention / MLP outputs, see below
+
+# The Gemma 3 instruction template as published: <bos> from the template, "model" turns,
+# the system prompt folded into the first user turn, images as <start_of_image> (the
+# processor expands it to the image's soft tokens).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    '    {%- set first_user_prefix = "" -%}\n'
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    '        {{ raise_exception("Conversation roles must alternate '
+    'user/assistant/user/assistant/...") }}\n'
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    '        {%- set role = "model" -%}\n'
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    '        {{ raise_exception("Invalid content type") }}\n'
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n"
+)
+
+# Gemma's special tokens at the start of the vocabulary, then 256 byte-fallback pieces, then
+# the learned pieces; the image tokens come last (as in the real vocabulary's id order).
+_GEMMA3_HEAD = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>")
+_GEMMA3_IMAGE_TOKENS = ("<start_of_image>", "<end_of_image>", "<image_soft_token>")
+_BYTE_PIECES = tuple(f"<0x{b:02X}>" for b in range(256))
+
+GEMMA3_TOKENIZER = TokenizerSpec(
+    pretokenize_regex="",  # unused: SentencePiece-style, see _train_gemma3_tokenizer
+    nfc=False,
+    added_tokens=tuple((t, True) for t in _GEMMA3_HEAD + _GEMMA3_IMAGE_TOKENS),
+    bos_token="<bos>",
+    eos_token="<eos>",
+    pad_token="<pad>",
+    additional_special_tokens=(),
+    chat_template=GEMMA3_CHAT_TEMPLATE,
+    tokenizer_class="GemmaTokenizer",
+    post_processor_adds_bos=True,
+    extra_config={
+        "add_bos_token": True,
+        "add_eos_token": False,
+        "boi_token": "<start_of_image>",
+        "clean_up_tokenization_spaces": False,
+        "eoi_token": "<end_of_image>",
+        "extra_special_tokens": {
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+        "image_token": "<image_soft_token>",
+        "mask_token": "<mask>",
+        "processor_class": "Gemma3Processor",
+        "spaces_between_special_tokens": False,
+        "unk_token": "<unk>",
+        "use_default_system_prompt": False,
+    },
+)
+
+
+def _train_gemma3_tokenizer(vocab_size: int) -> Tokenizer:
+    """A SentencePiece-style BPE like Gemma's: spaces as "▁", byte fallback, <bos> added."""
+    n_learned = vocab_size - len(_GEMMA3_IMAGE_TOKENS)
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    # Words start with "▁" during training, so no learned piece spans two words.
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never")
+    trainer = trainers.BpeTrainer(
+        vocab_size=n_learned,
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=list(_GEMMA3_HEAD + _BYTE_PIECES),
+    )
+    corpus_bytes = max(1 << 20, 256 * vocab_size)
+    trainer_tok.train_from_iterator(_lines(stdlib_corpus(corpus_bytes)), trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+    vocab: dict[str, int] = trained["vocab"]
+    if len(vocab) != n_learned:
+        raise RuntimeError(f"BPE training reached {len(vocab)} tokens, wanted {n_learned}")
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    # Rebuilt so that only the real special tokens are added tokens (the byte pieces are
+    # ordinary vocabulary entries, as in Gemma's tokenizer.json).
+    tok = Tokenizer(
+        models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True)
+    )
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    tok.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in _GEMMA3_HEAD + _GEMMA3_IMAGE_TOKENS]
+    )
+    bos_id = tok.token_to_id("<bos>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", bos_id)]
+    )
+    if tok.get_vocab_size() != vocab_size:
+        raise RuntimeError(f"Gemma tokenizer has {tok.get_vocab_size()} ids, wanted {vocab_size}")
+    return tok
+
+
+def _lines(texts: Iterator[str]) -> Iterator[str]:
+    for text in texts:
+        yield from text.splitlines(keepends=True)
+
+
+def gemma3_config(d: VlmDims, tid: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "boi_token_index": tid("<start_of_image>"),
+        "eoi_token_index": tid("<end_of_image>"),
+        "eos_token_id": [tid("<eos>"), tid("<end_of_turn>")],
+        "image_token_index": tid("<image_soft_token>"),
+        "initializer_range": 0.02,
+        "mm_tokens_per_image": GEMMA3_TOKENS_PER_IMAGE,
+        "model_type": "gemma3",
+        "text_config": {
+            "head_dim": d.head_dim,
+            "hidden_size": d.hidden,
+            "intermediate_size": d.intermediate,
+            "max_position_embeddings": d.max_positions,
+            # mlx-vlm reads the image's token count here (its default is the real 256).
+            "mm_tokens_per_image": GEMMA3_TOKENS_PER_IMAGE,
+            "model_type": "gemma3_text",
+            "num_attention_heads": d.heads,
+            "num_hidden_layers": d.layers,
+            "num_key_value_heads": d.kv_heads,
+            "query_pre_attn_scalar": d.head_dim,
+            "rms_norm_eps": 1e-06,
+            "rope_local_base_freq": 10000.0,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "rope_theta": 1000000.0,
+            "sliding_window": GEMMA3_SLIDING_WINDOW,
+            # Every second layer global (the real 5:1 pattern needs six layers).
+            "sliding_window_pattern": 2,
+            "vocab_size": d.vocab,
+        },
+        "torch_dtype": "float32",
+        "vision_config": {
+            "hidden_size": d.vision_dim,
+            "image_size": GEMMA3_IMAGE_SIZE,
+            "intermediate_size": d.vision_dim * d.vision_mlp_ratio,
+            "model_type": "siglip_vision_model",
+            "num_attention_heads": d.vision_heads,
+            "num_hidden_layers": d.vision_depth,
+            "patch_size": GEMMA3_PATCH,
+            "vision_use_head": False,
+        },
+    }
+
+
+def gemma3_generation_config(tid: Any) -> dict[str, Any]:
+    # gemma-3-it's published defaults.
+    return {
+        "bos_token_id": tid("<bos>"),
+        "cache_implementation": "hybrid",
+        "do_sample": True,
+        "eos_token_id": [tid("<eos>"), tid("<end_of_turn>")],
+        "pad_token_id": tid("<pad>"),
+        "top_k": 64,
+        "top_p": 0.95,
+    }
+
+
+GEMMA3_PREPROCESSOR_CONFIG: dict[str, Any] = {
+    "do_convert_rgb": None,
+    "do_normalize": True,
+    "do_pan_and_scan": None,
+    "do_rescale": True,
+    "do_resize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "Gemma3ImageProcessor",
+    "image_seq_length": GEMMA3_TOKENS_PER_IMAGE,
+    "image_std": [0.5, 0.5, 0.5],
+    "pan_and_scan_max_num_crops": None,
+    "pan_and_scan_min_crop_size": None,
+    "pan_and_scan_min_ratio_to_activate": None,
+    "processor_class": "Gemma3Processor",
+    "resample": 2,
+    "rescale_factor": 1 / 255,
+    "size": {"height": GEMMA3_IMAGE_SIZE, "width": GEMMA3_IMAGE_SIZE},
+}
+
+
+def _gemma3_text_weights(d: VlmDims, zero_rows: list[int]) -> dict[str, np.ndarray]:
+    weights = _text_weights(d, zero_rows, qk_norm=True, prefix="language_model.model.")
+    for name, value in weights.items():
+        if name.endswith("norm.weight"):
+            value[:] = 0.0  # Gemma's RMSNorm scales by 1 + weight
+    for i in range(d.layers):
+        p = f"language_model.model.layers.{i}."
+        weights[f"{p}pre_feedforward_layernorm.weight"] = np.zeros(d.hidden, np.float32)
+        # Gemma normalizes each branch before adding it to the residual stream; a gain keeps
+        # the stream from being dominated by the current token's own (tied) embedding,
+        # which makes greedy decoding repeat one token (the RESIDUAL_GAIN of the decoders).
+        for norm in ("post_attention_layernorm", "post_feedforward_layernorm"):
+            gain = np.full(d.hidden, GEMMA3_BRANCH_GAIN - 1.0, np.float32)
+            weights[f"{p}{norm}.weight"] = gain
+    return weights
+
+
+def _gemma3_vision_specs(d: VlmDims) -> Specs:
+    dim, mlp, v = d.vision_dim, d.vision_dim * d.vision_mlp_ratio, "vision_tower.vision_model."
+    patch, positions = GEMMA3_PATCH, (GEMMA3_IMAGE_SIZE // GEMMA3_PATCH) ** 2
+    specs: Specs = {
+        # PyTorch Conv2d layout: out, in, height, width.
+        v + "embeddings.patch_embedding.weight": ((dim, 3, patch, patch), (3 * patch**2) ** -0.5),
+        v + "embeddings.patch_embedding.bias": ((dim,), "zeros"),
+        v + "embeddings.position_embedding.weight": ((positions, dim), 0.02),
+        v + "post_layernorm.weight": ((dim,), "ones"),
+        v + "post_layernorm.bias": ((dim,), "zeros"),
+        "multi_modal_projector.mm_soft_emb_norm.weight": ((dim,), "zeros"),
+        "multi_modal_projector.mm_input_projection_weight": ((dim, d.hidden), dim**-0.5),
+    }
+    for i in range(d.vision_depth):
+        p = f"{v}encoder.layers.{i}."
+        specs |= {
+            p + "layer_norm1.weight": ((dim,), "ones"),
+            p + "layer_norm1.bias": ((dim,), "zeros"),
+            p + "layer_norm2.weight": ((dim,), "ones"),
+            p + "layer_norm2.bias": ((dim,), "zeros"),
+            p + "mlp.fc1.weight": ((mlp, dim), dim**-0.5),
+            p + "mlp.fc1.bias": ((mlp,), "zeros"),
+            p + "mlp.fc2.weight": ((dim, mlp), mlp**-0.5),
+            p + "mlp.fc2.bias": ((dim,), "zeros"),
+        }
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            specs[f"{p}self_attn.{proj}.weight"] = ((dim, dim), dim**-0.5)
+            specs[f"{p}self_attn.{proj}.bias"] = ((dim,), "zeros")
+    return specs
+
+
+def build_gemma3(arch: object, dims: VlmDims, out_dir: Path) -> int:
+    """Writes a tiny Gemma 3 (image-text-to-text) into `out_dir`; returns its parameters."""
+    spec = GEMMA3_TOKENIZER
+    tok = _train_gemma3_tokenizer(dims.vocab)
+    tid = tok.token_to_id
+    write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
+    _write_json(out_dir / "config.json", gemma3_config(dims, tid))
+    _write_json(out_dir / "generation_config.json", gemma3_generation_config(tid))
+    _write_json(out_dir / "preprocessor_config.json", GEMMA3_PREPROCESSOR_CONFIG)
+    processor = {"image_seq_length": GEMMA3_TOKENS_PER_IMAGE, "processor_class": "Gemma3Processor"}
+    _write_json(out_dir / "processor_config.json", processor)
+    special = [tid(t) for t, _ in spec.added_tokens]
+    tensors = {**_gemma3_text_weights(dims, special), **_materialize(_gemma3_vision_specs(dims))}
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sum(t.size for t in tensors.values())

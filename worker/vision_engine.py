@@ -16,6 +16,7 @@ What is reused across requests:
 - prompt KV: mlx-vlm's automatic prefix cache (APC, `APCManager`) when the worker's prefix
   cache is on (`--prefix-cache-bytes` > 0, which also sizes it). Its block keys include a
   hash of the request's images and audio, so prompts with other media never share KV.
+  Requests with audio bypass it (see `admit`: mlx-vlm's APC mishandles audio prompts).
   mlx-vlm stores a request's blocks when its generator runs to its end: on EOS or max_tokens.
   A request that ends otherwise (stop string, abort, error) stores nothing.
   `Usage.cached_tokens` is mlx-vlm's count of prompt tokens served from the APC.
@@ -60,7 +61,9 @@ def make_apc_manager(model: Any, budget_bytes: int) -> Any:
 
 def _kv_bytes_per_token(model: Any) -> int:
     """Keys and values of one token over all layers (float32 upper bound when unknown)."""
-    args = model.language_model.args
+    lm = model.language_model
+    # Text settings: `args` on Qwen-style language models, `config` on Gemma 3's.
+    args = getattr(lm, "args", None) or lm.config
     heads = getattr(args, "num_attention_heads", 1)
     kv_heads = getattr(args, "num_key_value_heads", None) or heads
     head_dim = getattr(args, "head_dim", None) or args.hidden_size // heads
@@ -215,7 +218,10 @@ class VisionEngine:
             "sampler": request.sampler,
             "logits_processors": request.logits_processors or None,
             "vision_cache": self.vision_cache,
-            "apc_manager": self.apc_manager,
+            # mlx-vlm's APC knows image and video placeholder tokens but not audio ones: on a
+            # hit it trims the prompt yet keeps the audio features, which then no longer fit
+            # (an error for Qwen3-Omni). Audio prompts therefore bypass it.
+            "apc_manager": None if inputs.audios else self.apc_manager,
         }
         if self._prefill_step_size is not None:
             kwargs["prefill_step_size"] = self._prefill_step_size

@@ -3,11 +3,14 @@
 `mlx_vlm.stream_generate(..., vision_cache=cache)` looks the request's preprocessed pixels up
 (`processed_image_key`: a hash of the pixel values and the image grid) and, on a hit, hands
 the cached features to the model as `cached_image_features`, skipping the vision tower. It
-fills the cache itself only for models with an `encode_image(s)` method; Qwen2-VL and
-Qwen2.5-VL have none, although their `get_input_embeddings` honours cached features. For
-those, `prefill_features` runs the exact call their `get_input_embeddings` makes and stores
-the result under the same key before `stream_generate` looks it up; the features are thus
-the ones the model would have computed. Models with neither get no reuse.
+fills the cache itself only for models with an `encode_image(s)` method; Qwen2-VL,
+Qwen2.5-VL and Gemma 3 have none, although their `get_input_embeddings` honours cached
+features. For those, `prefill_features` runs the exact call their `get_input_embeddings`
+makes and stores the result under the same key before `stream_generate` looks it up; the
+features are thus the ones the model would have computed. Models with neither get no reuse.
+Qwen3-VL is deliberately left out: given cached features, its `get_input_embeddings` skips
+the deepstack features it otherwise adds to the first decoder layers, so a hit would change
+the output.
 """
 
 from __future__ import annotations
@@ -29,9 +32,18 @@ def _qwen_vl_features(model: Any, pixel_values: Any, kwargs: Mapping[str, Any]) 
     return model.vision_tower(pixel_values.astype(dtype), grid_thw, output_hidden_states=False)
 
 
+def _gemma3_features(model: Any, pixel_values: Any, kwargs: Mapping[str, Any]) -> Any:
+    # What Gemma 3's get_input_embeddings computes when it gets no cached features.
+    dtype = model.language_model.model.embed_tokens.weight.dtype
+    pixels = pixel_values.transpose(0, 2, 3, 1).astype(dtype)
+    hidden_state, _, _ = model.vision_tower(pixels, output_hidden_states=True)
+    return model.multi_modal_projector(hidden_state)
+
+
 _ENCODERS: dict[str, Callable[[Any, Any, Mapping[str, Any]], Any]] = {
     "qwen2_vl": _qwen_vl_features,
     "qwen2_5_vl": _qwen_vl_features,
+    "gemma3": _gemma3_features,
 }
 
 

@@ -37,10 +37,19 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def model_sections(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of config.json holding `text_config` / `vision_config` / `audio_config`:
+    the top level, or `thinker_config` for omni models that nest their text-out model
+    there (Qwen2.5-Omni, Qwen3-Omni)."""
+    thinker = config.get("thinker_config")
+    return thinker if isinstance(thinker, dict) else config
+
+
 def has_media_config(config: dict[str, Any]) -> bool:
     """Whether config.json describes a vision or audio encoder (an mlx-vlm checkpoint)."""
-    return isinstance(config.get("vision_config"), dict) or isinstance(
-        config.get("audio_config"), dict
+    sections = model_sections(config)
+    return isinstance(sections.get("vision_config"), dict) or isinstance(
+        sections.get("audio_config"), dict
     )
 
 
@@ -116,7 +125,8 @@ def load_vision_model(path: str) -> VisionModel:
         eos_token_ids=eos_ids,
     )
     config = read_config(path)
-    text_config = config.get("text_config") or {}
+    sections = model_sections(config)
+    text_config = sections.get("text_config") or {}
     max_context = text_config.get("max_position_embeddings") or config.get(
         "max_position_embeddings"
     )
@@ -129,8 +139,8 @@ def load_vision_model(path: str) -> VisionModel:
         tokenizer=tokenizer,
         max_context=int(max_context) if max_context else None,
         vocab_size=int(vocab_size),
-        takes_images=isinstance(config.get("vision_config"), dict),
-        takes_audio=isinstance(config.get("audio_config"), dict) and extractor is not None,
+        takes_images=isinstance(sections.get("vision_config"), dict),
+        takes_audio=isinstance(sections.get("audio_config"), dict) and extractor is not None,
         audio_sample_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
         sampling_defaults=load_sampling_defaults(path),
         token_texts=TokenTexts(tokenizer),

@@ -2,8 +2,8 @@
 
 The prompt text is `mlx_vlm.prompt_utils.apply_chat_template(processor, config, messages,
 num_images=..., num_audios=...)`; images are read the way `mlx_vlm.utils.load_image` reads a
-file (EXIF rotation applied, RGB) and audio is decoded to mono float32 at the processor's
-sampling rate; then `mlx_vlm.utils.prepare_inputs` tokenizes the prompt and preprocesses the
+file (EXIF rotation applied, RGB) and audio the way `mlx_vlm.utils.load_audio` reads one
+(mono float32 at the processor's sampling rate); then `mlx_vlm.utils.prepare_inputs` tokenizes the prompt and preprocesses the
 media with the same arguments `mlx_vlm.stream_generate` gives it. The engine hands the result
 to `stream_generate` as caller-prepared inputs (its `input_ids=` path), so the work is not
 done twice and the prompt's token ids are known before generation (usage, context limit).
@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from jinja2 import TemplateError
 
 from protocol.messages import Op
-from worker.audio_decode import decode_audio
 from worker.errors import bad_request
 from worker.prompts import chat_tools
 from worker.vision_model import VisionModel
@@ -186,7 +186,27 @@ def _decode_audios(vm: VisionModel, audios: Any) -> list[Any]:
     if len(audios) > 1 and not getattr(vm.processor, "supports_multiple_audio", False):
         # mlx-vlm would keep only the first one.
         raise bad_request("this model takes at most one audio file per request")
-    return [decode_audio(data, "", vm.audio_sample_rate) for data in audios]
+    return [_decode_audio(i, data, vm.audio_sample_rate) for i, data in enumerate(audios)]
+
+
+def _decode_audio(i: int, data: bytes, sample_rate: int) -> Any:
+    """Mono float32 samples exactly as `mlx_vlm.utils.load_audio` reads a file: decoded at
+    the file's own rate, channels averaged, then resampled with mlx-audio's resampler (the
+    decoder's built-in resampling and downmix would give other samples)."""
+    from mlx_vlm.utils import load_audio
+
+    if not data:
+        raise bad_request(f"audios[{i}] is empty")
+    try:
+        samples = load_audio(io.BytesIO(data), sample_rate)
+    except Exception as exc:  # miniaudio, ffmpeg and format detection raise many types
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise bad_request(f"audios[{i}] is not decodable audio (WAV or MP3): {reason}") from None
+    if samples.size == 0:
+        raise bad_request(f"audios[{i}] decodes to no audio samples")
+    if not np.isfinite(samples).all():
+        raise bad_request(f"audios[{i}] decodes to invalid (non-finite) samples")
+    return samples
 
 
 def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequence[Any]) -> Any:

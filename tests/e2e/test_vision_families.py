@@ -1,0 +1,109 @@
+"""Image chat through the real server equals direct mlx-vlm for Qwen2.5-VL, Qwen3-VL and Gemma 3.
+
+One server per family (the tiny random-weight checkpoint, prefix cache on as by default),
+stopped after its family's tests; the reference is `tests.e2e.direct.greedy_vlm_chat`
+(mlx-vlm's apply_chat_template + generate on the same PNG files, greedy).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.e2e import direct
+from tests.e2e.conftest import model_name, openai_client
+from tests.e2e.server import ServerProcess
+
+MAX_TOKENS = 16
+QUESTION = "What is in this picture?"
+
+
+def png(seed: int, size: tuple[int, int]) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def data_url(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl", "gemma3"])
+def family(request, tmp_path_factory) -> tuple[ServerProcess, str]:
+    path = str(ensure_checkpoint(request.param))
+    log = tmp_path_factory.mktemp("logs") / f"{request.param}.log"
+    server = ServerProcess([path], log, api_key="family-key")
+    try:
+        server.wait_healthy()
+        yield server, path
+    finally:
+        server.stop()
+
+
+def test_image_chat_equals_direct_mlx_vlm(family):
+    server, path = family
+    image = png(0, (96, 72))
+    expected = direct.greedy_vlm_chat(
+        path,
+        [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}],
+        [image],
+        MAX_TOKENS,
+    )
+
+    reply = openai_client(server).chat.completions.create(
+        model=model_name(path),
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": QUESTION},
+                    {"type": "image_url", "image_url": {"url": data_url(image)}},
+                ],
+            }
+        ],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+
+    assert reply.choices[0].message.content == expected.text
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.usage.prompt_tokens == expected.prompt_tokens
+    assert reply.usage.completion_tokens == len(expected.tokens) == MAX_TOKENS
+
+
+def test_streamed_two_image_chat_equals_direct_mlx_vlm(family):
+    server, path = family
+    images = [png(1, (224, 112)), png(2, (64, 96))]
+    expected = direct.greedy_vlm_chat(
+        path,
+        [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Compare these."}] + [{"type": "image"}] * 2,
+            }
+        ],
+        images,
+        MAX_TOKENS,
+    )
+
+    chunks = openai_client(server).chat.completions.create(
+        model=model_name(path),
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Compare these."}]
+                + [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in images],
+            }
+        ],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+        stream=True,
+    )
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected.text

@@ -1,0 +1,168 @@
+"""The mlx-vlm engine on Qwen2.5-VL, Qwen3-VL and Gemma 3: equal to mlx-vlm called directly.
+
+Each family's tiny checkpoint is served by a `VisionEngine` built in-process; the reference is
+mlx-vlm's own `load` + `apply_chat_template` + `stream_generate` on the same PIL images.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from protocol.messages import FinishReason, SamplingParams, Submit
+from scripts.tiny_checkpoint import ensure_checkpoint
+
+pytest.importorskip("mlx_vlm")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision_model import load_vision_model  # noqa: E402
+
+FAMILIES = ("qwen2_5_vl", "qwen3_vl", "gemma3")
+# Families whose image features the engine reuses across requests (worker/vision_features.py).
+FEATURE_CACHE_FAMILIES = ("qwen2_5_vl", "gemma3")
+QUESTION = "What is this?"
+MAX_TOKENS = 8
+# 224 x 112 px: 16 x 8 patches, two of Qwen2.5-VL's 112 px attention windows.
+WIDE = (224, 112)
+
+
+def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def image_message(n: int = 1, text: str = QUESTION) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n}
+
+
+def submit(rid: str, images: list[bytes], logprobs: int | None = None) -> Submit:
+    inputs: dict = {"messages": [image_message(len(images))], "images": images}
+    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, logprobs=logprobs)
+    return Submit(rid, "chat", inputs, params, stream=False)
+
+
+def run_all(engine: VisionEngine, *submits: Submit) -> dict[str, dict]:
+    """Admits every Submit, steps until all ended; per request: tokens, logprobs, last Delta."""
+    out = {s.request_id: {"tokens": [], "logprobs": [], "end": None} for s in submits}
+    for s in submits:
+        accepted = engine.admit(s)
+        assert accepted.finish_reason is None, accepted.error
+    while engine.active_ids():
+        for delta in engine.step():
+            entry = out[delta.request_id]
+            entry["tokens"] += delta.token_ids
+            entry["logprobs"] += [lp.logprob for lp in delta.logprobs or []]
+            if delta.finish_reason is not None:
+                entry["end"] = delta
+    return out
+
+
+@lru_cache(maxsize=1)
+def _direct_model(path: str):
+    from mlx_vlm import load
+
+    return load(path)
+
+
+def direct_tokens(path: str, images: list[bytes]) -> list[int]:
+    """mlx-vlm called directly: its own load, apply_chat_template and stream_generate."""
+    from mlx_vlm import stream_generate
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    model, processor = _direct_model(path)
+    messages = [image_message(len(images))]
+    prompt = apply_chat_template(processor, model.config, messages, num_images=len(images))
+    pictures = [Image.open(io.BytesIO(b)) for b in images]
+    results = list(
+        stream_generate(
+            model, processor, prompt, image=pictures, max_tokens=MAX_TOKENS, temperature=0.0
+        )
+    )
+    return results[-1].token_ids
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request) -> tuple[str, str, object]:
+    """(arch, checkpoint path, loaded VisionModel), one family at a time."""
+    path = str(ensure_checkpoint(request.param))
+    return request.param, path, load_vision_model(path)
+
+
+@pytest.fixture
+def engine(family) -> VisionEngine:
+    return VisionEngine(family[2], prefill_step_size=2048)
+
+
+def test_checkpoint_is_served_as_an_image_model(family, engine):
+    arch, _, vm = family
+    assert vm.model.config.model_type == arch
+    assert "image_in" in engine.capabilities()
+    assert "audio_in" not in engine.capabilities()
+
+
+def test_greedy_tokens_equal_direct_mlx_vlm(family, engine):
+    _, path, _ = family
+    images = [png(0)]
+    got = run_all(engine, submit("a", images))["a"]
+    assert got["tokens"] == direct_tokens(path, images)
+    assert got["end"].finish_reason == FinishReason.LENGTH
+    assert got["end"].usage.completion_tokens == MAX_TOKENS
+
+
+def test_two_images_equal_direct_mlx_vlm(family, engine):
+    _, path, _ = family
+    images = [png(1, size=WIDE), png(2, size=(56, 112))]
+    assert run_all(engine, submit("a", images))["a"]["tokens"] == direct_tokens(path, images)
+
+
+def test_interleaved_requests_equal_sequential_ones(family, engine):
+    # Qwen-style models keep mRoPE offsets on the model object: each request must see its
+    # own. Logprobs show a wrong position even where the greedy token survives it.
+    def both() -> tuple[Submit, Submit]:
+        return submit("a", [png(3)], logprobs=0), submit("b", [png(4, size=WIDE)], logprobs=0)
+
+    together = run_all(engine, *both())
+    first, second = both()
+    alone = {**run_all(engine, first), **run_all(engine, second)}
+    for rid in ("a", "b"):
+        assert together[rid]["tokens"] == alone[rid]["tokens"]
+        assert together[rid]["logprobs"] == alone[rid]["logprobs"]
+    assert together["a"]["tokens"] != together["b"]["tokens"]
+
+
+def test_repeated_image_uses_the_vision_cache_where_the_family_allows(family, engine):
+    arch, path, _ = family
+    first = run_all(engine, submit("a", [png(7)]))["a"]["tokens"]
+    encoded, hits = engine.vision_cache.encoded, engine.vision_cache.hits
+    second = run_all(engine, submit("b", [png(7)]))["b"]["tokens"]
+    assert first == second == direct_tokens(path, [png(7)])
+    assert engine.vision_cache.encoded == encoded
+    if arch in FEATURE_CACHE_FAMILIES:
+        assert encoded == 1 and engine.vision_cache.hits > hits
+    else:
+        # Qwen3-VL: cached features would drop its deepstack inputs, so nothing is cached.
+        assert encoded == 0 and engine.vision_cache.hits == 0
+
+
+def test_prefix_cache_keeps_answers_equal_and_images_apart(family):
+    _, _, vm = family
+    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    plain = VisionEngine(vm, 2048, None)
+    order = [png(5), png(6), png(5)]
+
+    def answers(engine: VisionEngine) -> list[list[int]]:
+        return [
+            run_all(engine, submit(f"r{i}", [im]))[f"r{i}"]["tokens"] for i, im in enumerate(order)
+        ]
+
+    with_cache = answers(cached)
+    assert with_cache == answers(plain)
+    assert with_cache[0] != with_cache[1]

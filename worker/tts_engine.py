@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit, Usage
 from worker.errors import RequestError, bad_request
 from worker.tts_audio import decode_reference, to_pcm16
@@ -170,7 +172,7 @@ class TtsEngine:
         return Delta(rid, audio=pcm, sample_rate=rate)
 
     def _queue(self, speech: _Speech, result: Any) -> None:
-        pcm = to_pcm16(result.audio)
+        pcm = to_pcm16(mono(result.audio))
         rate = int(getattr(result, "sample_rate", 0) or self.sample_rate)
         step = 2 * self._max_delta_samples
         for start in range(0, len(pcm), step):
@@ -270,6 +272,14 @@ class TtsEngine:
             raise bad_request(f"this model ({self.family.label}) takes no instructions")
 
 
+def mono(audio: Any) -> Any:
+    """Model audio as one channel: multi-channel output ([samples, channels], MOSS-TTS-Nano's
+    stereo) is averaged in float32, since speech travels and is encoded as mono."""
+    if getattr(audio, "ndim", 1) < 2:
+        return audio
+    return np.asarray(audio, dtype=np.float32).mean(axis=1)
+
+
 def _bound_reference_cache(model: Any) -> None:
     # Qwen3-TTS keeps every reference clip's codec codes it encoded (model._icl_cache, keyed
     # by transcript and audio fingerprint) for the model's lifetime. Entries are a pure
@@ -304,6 +314,11 @@ def load_tts_engine(
     if family.name == "qwen3_tts" and model.speech_tokenizer is None:
         # mlx-audio only prints a warning when the codec does not load.
         raise ValueError(f"{directory}: the speech tokenizer (speech_tokenizer/) did not load")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            family.prepare(model)
+    except Exception as exc:
+        raise ValueError(f"{directory}: {family.label} could not load: {exc}") from exc
     return TtsEngine(
         model,
         family,

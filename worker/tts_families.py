@@ -8,8 +8,8 @@ request a family cannot honour is refused with a message naming the field instea
 silently ignored.
 
 `FAMILIES` is the supported list; a checkpoint of any other mlx-audio family fails at load
-with a message that names these. Only qwen3_tts and soprano are exercised by the test suite
-(tiny checkpoints of both are built offline); the others follow their mlx-audio signatures.
+with a message that names these. qwen3_tts, soprano, voxcpm2 and moss_tts_nano are exercised
+by the test suite on tiny checkpoints built offline; kokoro follows its mlx-audio signature.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ class Family:
     voice_required: bool = False  # a request must name a preset or bring reference audio
     passes_voice: bool = False  # the preset name goes to generate(voice=...)
     default_first_voice: bool = False  # no voice named: the first preset (CustomVoice needs one)
+    # Loads what mlx-audio would otherwise load on the first request (MOSS-TTS-Nano's codec),
+    # so that a checkpoint missing a part fails at start, not in a client's request.
+    prepare: Callable[[Any], None] = lambda model: None
 
 
 def _no_languages(model: Any) -> list[str]:
@@ -219,6 +222,15 @@ VOXCPM2 = Family(
     kwargs=_cloning_kwargs,
 )
 
+
+def _moss_load_codec(model: Any) -> None:
+    # mlx-audio loads the audio tokenizer (audio_tokenizer/ next to the weights) lazily and
+    # falls back to downloading one; loading it here turns a missing codec into a start error.
+    # Building it also draws from the global random generator, so loaded lazily the first
+    # seeded request would differ from every later one with the same seed.
+    model._ensure_audio_tokenizer()
+
+
 MOSS_TTS_NANO = Family(
     name="moss_tts_nano",
     label="MOSS-TTS-Nano",
@@ -231,6 +243,7 @@ MOSS_TTS_NANO = Family(
     streams=False,
     kwargs=_cloning_kwargs,
     voice_required=True,  # it only speaks in a cloned voice
+    prepare=_moss_load_codec,
 )
 
 FAMILIES: dict[str, Family] = {
@@ -274,9 +287,7 @@ def check_voice(family: Family, voices: list[dict[str, Any]], req: SpeechRequest
     names = {v["name"].lower(): v["name"] for v in voices}
     if req.voice is None:
         if family.voice_required and req.ref_audio is None:
-            raise bad_request(
-                "this model speaks only in a cloned voice: send ref_audio (and ref_text)"
-            )
+            raise bad_request("this model speaks only in a cloned voice: send ref_audio")
         if family.default_first_voice and req.ref_audio is None and voices:
             return voices[0]["name"]
         return None

@@ -1,0 +1,236 @@
+"""Speech out end to end for more mlx-audio families: tiny VoxCPM2 and MOSS-TTS-Nano checkpoints
+each served alone (`serve X --omni`), driven by the openai SDK and plain HTTP.
+
+The audio must equal mlx-audio's own output in this process for the same seed, sample for
+sample, as its CLI makes it (reference audio read at the model's rate with `load_audio`;
+MOSS-TTS-Nano's stereo averaged to mono, as the server documents); streamed bytes joined must
+equal the buffered response; GET /v1/audio/voices must describe what each family can do.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from functools import cache
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile
+
+from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
+from tests.e2e.conftest import openai_client
+from tests.e2e.test_speech import SAME_BLAS, TEXT
+
+DESCRIPTION = "A calm, low voice"
+
+
+def wav(seconds: float = 1.2, rate: int = 22050) -> bytes:
+    t = np.arange(int(seconds * rate)) / rate
+    buffer = io.BytesIO()
+    soundfile.write(buffer, 0.3 * np.sin(2 * np.pi * 220 * t), rate, format="WAV")
+    return buffer.getvalue()
+
+
+REF = wav()
+
+
+@pytest.fixture(scope="module")
+def voxcpm2_path() -> str:
+    return str(ensure_checkpoint("voxcpm2"))
+
+
+@pytest.fixture(scope="module")
+def moss_path() -> str:
+    return str(ensure_checkpoint("moss_tts_nano"))
+
+
+@pytest.fixture(scope="module")
+def voxcpm2(start_server, voxcpm2_path):
+    return start_server(voxcpm2_path, "--omni", *SAME_BLAS, name="omni-voxcpm2")
+
+
+@pytest.fixture(scope="module")
+def moss(start_server, moss_path):
+    return start_server(moss_path, "--omni", *SAME_BLAS, name="omni-moss-tts-nano")
+
+
+@pytest.fixture(scope="module")
+def ref_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ref") / "ref.wav"
+    path.write_bytes(REF)
+    return path
+
+
+@cache
+def _direct_model(path: str):
+    from mlx_audio.tts.utils import load_model
+
+    model = load_model(Path(path))
+    if hasattr(model, "_ensure_audio_tokenizer"):
+        # MOSS-TTS-Nano builds its codec on first use, which draws from the global random
+        # generator: a first seeded call differs from every later one. The worker loads the
+        # codec at start (the family's `prepare`), so compare with mlx-audio's later calls.
+        model._ensure_audio_tokenizer()
+    return model
+
+
+def direct_pcm(path: str, seed: int, ref_file: Path | None = None, **kwargs) -> bytes:
+    """mlx-audio in this process, as its CLI calls it, as int16 PCM (channels averaged)."""
+    import mlx.core as mx
+    from mlx_audio.utils import load_audio
+
+    from worker.tts_audio import to_pcm16
+
+    model = _direct_model(path)
+    if ref_file is not None:
+        kwargs["ref_audio"] = load_audio(str(ref_file), sample_rate=model.sample_rate)
+    mx.random.seed(seed)
+    chunks = []
+    for result in model.generate(text=TEXT, **kwargs):
+        audio = np.asarray(result.audio, dtype=np.float32)
+        chunks.append(to_pcm16(audio.mean(axis=1) if audio.ndim == 2 else audio))
+    return b"".join(chunks)
+
+
+def speech(client, model: str, **kwargs) -> bytes:
+    """`client.audio.speech.create` as PCM; voice "" means the model's own (none named)."""
+    extra = {key: kwargs.pop(key) for key in ("seed", "ref_audio") if key in kwargs}
+    return client.audio.speech.create(
+        model=model,
+        voice=kwargs.pop("voice", ""),
+        input=TEXT,
+        response_format="pcm",
+        extra_body=extra,
+        **kwargs,
+    ).content
+
+
+def voices(server) -> dict:
+    response = httpx.get(f"{server.url}/v1/audio/voices", headers=server.headers, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# -- VoxCPM2 -------------------------------------------------------------------------------
+
+
+def test_voxcpm2_voices_show_cloning_and_voice_design(voxcpm2, voxcpm2_path):
+    body = voices(voxcpm2)
+    assert body["model"] == Path(voxcpm2_path).name
+    assert [v for v in body["voices"] if v.get("type") == "preset"] == []
+    assert (body["cloning"], body["ref_text"], body["descriptions"]) == (True, False, True)
+    assert body["instructions"] is True and body["sample_rate"] == 16000
+
+
+def test_voxcpm2_speech_equals_direct_mlx_audio_for_the_same_seed(voxcpm2, voxcpm2_path):
+    got = speech(openai_client(voxcpm2), Path(voxcpm2_path).name, seed=11)
+    max_tokens = VOXCPM2_SIZES["tiny"].max_new_tokens
+    assert got and got == direct_pcm(voxcpm2_path, 11, max_tokens=max_tokens)
+
+
+def test_voxcpm2_designed_voice_equals_direct_instruct(voxcpm2, voxcpm2_path):
+    client = openai_client(voxcpm2)
+    got = speech(client, Path(voxcpm2_path).name, seed=3, instructions=DESCRIPTION)
+    max_tokens = VOXCPM2_SIZES["tiny"].max_new_tokens
+    assert got == direct_pcm(voxcpm2_path, 3, max_tokens=max_tokens, instruct=DESCRIPTION)
+
+
+def test_voxcpm2_cloned_voice_equals_direct_mlx_audio(voxcpm2, voxcpm2_path, ref_file):
+    client = openai_client(voxcpm2)
+    ref = base64.b64encode(REF).decode()
+    got = speech(client, Path(voxcpm2_path).name, seed=5, ref_audio=ref)
+    max_tokens = VOXCPM2_SIZES["tiny"].max_new_tokens
+    assert got == direct_pcm(voxcpm2_path, 5, ref_file, max_tokens=max_tokens)
+
+
+def test_voxcpm2_streamed_bytes_join_to_the_buffered_response(voxcpm2, voxcpm2_path):
+    client = openai_client(voxcpm2)
+    kwargs = dict(
+        model=Path(voxcpm2_path).name,
+        voice="",
+        input=TEXT,
+        response_format="wav",
+        extra_body={"seed": 8, "stream": True},
+    )
+    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
+        streamed = b"".join(response.iter_bytes())
+    buffered = speech(client, Path(voxcpm2_path).name, seed=8)
+    samples, rate = soundfile.read(io.BytesIO(streamed), dtype="int16")
+    assert rate == 16000 and samples.tobytes() == buffered
+
+
+def test_voxcpm2_transcript_with_reference_is_400(voxcpm2, voxcpm2_path):
+    response = httpx.post(
+        f"{voxcpm2.url}/v1/audio/speech",
+        headers=voxcpm2.headers,
+        json={
+            "model": Path(voxcpm2_path).name,
+            "input": TEXT,
+            "ref_audio": base64.b64encode(REF).decode(),
+            "ref_text": "hello",
+        },
+        timeout=60,
+    )
+    assert response.status_code == 400 and "ref_text" in response.json()["error"]["message"]
+
+
+# -- MOSS-TTS-Nano -------------------------------------------------------------------------
+
+
+def test_moss_voices_show_cloning_only(moss, moss_path):
+    body = voices(moss)
+    assert body["model"] == Path(moss_path).name
+    assert [v for v in body["voices"] if v.get("type") == "preset"] == []
+    assert (body["cloning"], body["ref_text"], body["instructions"]) == (True, False, False)
+    assert body["sample_rate"] == 8000
+
+
+def test_moss_cloned_voice_equals_direct_mlx_audio(moss, moss_path, ref_file):
+    ref = base64.b64encode(REF).decode()
+    got = speech(openai_client(moss), Path(moss_path).name, seed=6, ref_audio=ref)
+    frames = MOSS_TTS_NANO_SIZES["tiny"].max_new_tokens
+    assert got and got == direct_pcm(moss_path, 6, ref_file, max_tokens=frames)
+
+
+def test_moss_saved_voice_speaks_like_its_reference(moss, moss_path):
+    created = httpx.post(
+        f"{moss.url}/v1/audio/voices",
+        headers=moss.headers,
+        data={"name": "narrator"},
+        files={"audio_sample": ("narrator.wav", REF, "audio/wav")},
+        timeout=30,
+    )
+    assert created.status_code == 200, created.text
+    client = openai_client(moss)
+    model = Path(moss_path).name
+    by_name = speech(client, model, voice="narrator", seed=2)
+    assert by_name == speech(client, model, seed=2, ref_audio=base64.b64encode(REF).decode())
+    assert "narrator" in {v["name"] for v in voices(moss)["voices"]}
+
+
+def test_moss_streamed_bytes_join_to_the_buffered_response(moss, moss_path):
+    client = openai_client(moss)
+    ref = base64.b64encode(REF).decode()
+    kwargs = dict(
+        model=Path(moss_path).name,
+        voice="",
+        input=TEXT,
+        response_format="pcm",
+        extra_body={"seed": 9, "stream": True, "ref_audio": ref},
+    )
+    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
+        streamed = b"".join(response.iter_bytes())
+    assert streamed and streamed == speech(client, Path(moss_path).name, seed=9, ref_audio=ref)
+
+
+def test_moss_without_a_reference_voice_is_400(moss, moss_path):
+    response = httpx.post(
+        f"{moss.url}/v1/audio/speech",
+        headers=moss.headers,
+        json={"model": Path(moss_path).name, "input": TEXT},
+        timeout=60,
+    )
+    assert response.status_code == 400 and "ref_audio" in response.json()["error"]["message"]

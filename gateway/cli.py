@@ -78,6 +78,7 @@ def generation_options(command: Any) -> Any:
         ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
         ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
         ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
+        ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
     ]
     for flag, kind, help_text in reversed(options):
         default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
@@ -130,7 +131,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
         for name in (
             "prefill_step_size", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
             "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
-            "warm_prompts", "reasoning_parser", "tool_call_parser",
+            "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
         )
     }  # fmt: skip
     fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None

@@ -45,6 +45,7 @@ class ServerConfig:
     reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
     tool_call_parser: str = "auto"  # auto | none | a format of worker/parsers/registry.py
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
+    vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
     # Images and audio in chat requests, checked by the gateway (gateway/media/).
     allowed_local_media_path: str | None = None  # file:// and paths allowed inside this dir
     media_max_bytes: int = 20 * 2**20  # per image / audio clip, fetched or inline

@@ -36,8 +36,21 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto: mlx-vlm for models with a vision/audio encoder, else mlx-lm; "
         "text: mlx-lm; omni: mlx-vlm",
     )
+    add(
+        "--vision-cache-entries",
+        type=_non_negative,
+        default=20,
+        help="image feature sets kept for reuse by content (mlx-vlm models); 0: none",
+    )
     add("--reasoning-parser", default="auto", help="auto | none | qwen3 | deepseek_r1")
     add("--tool-call-parser", default="auto", help="auto | none | a format name")
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def model_kind(path: str) -> str:
@@ -138,7 +151,9 @@ def _add_text(loaded: LoadedEngines, args: argparse.Namespace) -> None:
 def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     from worker.request_features import configure
     from worker.vision_engine import VisionEngine, make_apc_manager
+    from worker.vision_features import CountingVisionCache
     from worker.vision_model import load_vision_model
+    from worker.vision_turns import ConversationCache
 
     unsupported = [
         flag
@@ -158,8 +173,12 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
         )
     vm = load_vision_model(args.model)
     configure(args.reasoning_parser, args.tool_call_parser, vm.tokenizer)
-    apc = make_apc_manager(vm.model, args.prefix_cache_bytes)
-    engine = VisionEngine(vm, args.prefill_step_size, apc)
+    # Half of the prefix-cache budget for text prefixes (mlx-vlm's APC), half for
+    # conversations with images (worker/vision_turns.py).
+    apc = make_apc_manager(vm.model, args.prefix_cache_bytes // 2)
+    turns = ConversationCache(args.prefix_cache_bytes // 2)
+    cache = CountingVisionCache(args.vision_cache_entries)
+    engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns)
     loaded.engines.append(engine)
     loaded.capabilities += engine.capabilities()
     loaded.limits.update(engine.ready_info())

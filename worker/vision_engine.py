@@ -13,13 +13,16 @@ What is reused across requests:
 - image features: one shared `VisionFeatureCache` keyed by a hash of the preprocessed pixels
   (and grid), so a request whose images equal an earlier one's skips the vision tower
   (worker/vision_features.py: which models this covers);
-- prompt KV: mlx-vlm's automatic prefix cache (APC, `APCManager`) when the worker's prefix
-  cache is on (`--prefix-cache-bytes` > 0, which also sizes it). Its block keys include a
-  hash of the request's images and audio, so prompts with other media never share KV.
-  Requests with audio bypass it (see `admit`: mlx-vlm's APC mishandles audio prompts).
-  mlx-vlm stores a request's blocks when its generator runs to its end: on EOS or max_tokens.
-  A request that ends otherwise (stop string, abort, error) stores nothing.
-  `Usage.cached_tokens` is mlx-vlm's count of prompt tokens served from the APC.
+- prompt KV, when the worker's prefix cache is on (`--prefix-cache-bytes` > 0; half of it for
+  each of the two): text-only prompts through mlx-vlm's automatic prefix cache (APC,
+  `APCManager`), whose block keys include a hash of the request's media; and conversations
+  with images through worker/vision_turns.py (mlx-vlm's APC never reuses a prefix holding
+  image tokens): one KV cache per conversation, keyed by the images' content hash, so a
+  follow-up turn about the same pictures prefills only its new text, and prompts with other
+  images never share KV. Requests with audio use neither (see `admit`: mlx-vlm mishandles
+  audio prompts there). mlx-vlm stores a request's KV when its generator runs to its end (EOS
+  or max_tokens); a request that ends otherwise (stop string, abort, error) stores nothing.
+  `Usage.cached_tokens` is mlx-vlm's count of prompt tokens it did not prefill again.
 
 Qwen-style models keep the current request's mRoPE offsets on the language model object;
 each generator's copy is put back before its `next()` and saved after, so interleaved
@@ -38,6 +41,7 @@ from worker.generation_request import TextRequest, make_text_request, terminal
 from worker.vision_features import CountingVisionCache, prefill_features
 from worker.vision_model import VisionModel
 from worker.vision_prompt import VisionInputs, build_vision_inputs
+from worker.vision_turns import ConversationCache, Lease, media_key
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,7 @@ class VisionGeneration:
         self._kwargs = kwargs
         self._results: Iterator[Any] | None = None
         self._state: dict[str, Any] = {}
+        self.lease: Lease | None = None  # its conversation state, when it has images
 
     def advance(self, vm: VisionModel, state: _ModelState) -> Delta:
         """Generates one token and returns its Delta (the first call runs the prefill)."""
@@ -175,11 +180,13 @@ class VisionEngine:
         prefill_step_size: int | None = None,
         apc_manager: Any = None,
         vision_cache: CountingVisionCache | None = None,
+        turns: ConversationCache | None = None,
     ) -> None:
         self._vm = vision_model
         self._prefill_step_size = prefill_step_size
         self.apc_manager = apc_manager
         self.vision_cache = vision_cache if vision_cache is not None else CountingVisionCache()
+        self.turns = turns if turns is not None else ConversationCache(0)
         self._state = _ModelState(vision_model.model)
         self._active: dict[str, VisionGeneration] = {}
 
@@ -217,7 +224,8 @@ class VisionEngine:
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
             "logits_processors": request.logits_processors or None,
-            "vision_cache": self.vision_cache,
+            # max_size 0 (--vision-cache-entries 0): every request encodes its images.
+            "vision_cache": self.vision_cache if self.vision_cache.max_size > 0 else None,
             # mlx-vlm's APC knows image and video placeholder tokens but not audio ones: on a
             # hit it trims the prompt yet keeps the audio features, which then no longer fit
             # (an error for Qwen3-Omni). Audio prompts therefore bypass it.
@@ -225,8 +233,23 @@ class VisionEngine:
         }
         if self._prefill_step_size is not None:
             kwargs["prefill_step_size"] = self._prefill_step_size
-        self._active[submit.request_id] = VisionGeneration(request, inputs, kwargs)
+        generation = VisionGeneration(request, inputs, kwargs)
+        # Conversations with images continue from their own KV cache (worker/vision_turns.py);
+        # audio ones cannot, for the reason above.
+        if inputs.images and not inputs.audios and self.turns.enabled:
+            generation.lease = self.turns.take(media_key(submit.inputs["images"]), inputs.token_ids)
+            kwargs["prompt_cache_state"] = generation.lease.state
+        self._active[submit.request_id] = generation
         return Delta(submit.request_id)
+
+    def _end(self, request_id: str, keep: bool = True) -> VisionGeneration:
+        """Drops an ended request; its conversation state goes back if mlx-vlm updated it
+        (and `keep`: not after an error)."""
+        generation = self._active.pop(request_id)
+        generation.close()
+        if generation.lease is not None and keep:
+            self.turns.give_back(generation.lease)
+        return generation
 
     def step(self) -> list[Delta]:
         deltas = []
@@ -236,24 +259,20 @@ class VisionEngine:
             except Exception as exc:
                 log.exception("request %s failed", request_id)
                 error = exc.info() if isinstance(exc, RequestError) else _internal(exc)
-                generation.close()
-                del self._active[request_id]
+                self._end(request_id, keep=False)
                 deltas.append(generation.request.end(FinishReason.ERROR, error))
                 continue
             if delta.finish_reason is not None:
-                generation.close()
-                del self._active[request_id]
+                self._end(request_id)
             deltas.append(delta)
         return deltas
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
-        deltas = []
-        for request_id in request_ids:
-            generation = self._active.pop(request_id, None)
-            if generation is not None:
-                generation.close()
-                deltas.append(generation.request.end(FinishReason.ABORT))
-        return deltas
+        return [
+            self._end(request_id).request.end(FinishReason.ABORT)
+            for request_id in request_ids
+            if request_id in self._active
+        ]
 
 
 def _internal(exc: Exception) -> ErrorInfo:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import mlx.core as mx
 import numpy as np
 from jinja2 import TemplateError
 
@@ -235,11 +236,14 @@ def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequenc
         for k, v in prepared.items()
         if k not in ("input_ids", "pixel_values", "attention_mask")
     }
-    tensors |= {
-        "input_ids": input_ids,
-        "pixel_values": prepared.get("pixel_values"),
-        "mask": prepared.get("attention_mask"),
-    }
+    tensors |= {"input_ids": input_ids, "pixel_values": prepared.get("pixel_values")}
+    mask = prepared.get("attention_mask")
+    if mask is not None and (images or audios or not bool(mx.all(mask == 1).item())):
+        # A text-only prompt (one, so no padding: an all-ones mask) goes without its mask:
+        # mlx-vlm folds a caller-given mask into its prefix-cache keys, and a mask spans the
+        # whole prompt, so a follow-up turn would never match its earlier turn's blocks. Media
+        # prompts keep it (Gemma 3 places image features with it); they never use those keys.
+        tensors["mask"] = mask
     token_ids = [int(t) for t in input_ids.reshape(-1).tolist()]
     limit = vm.max_context
     if limit is not None and len(token_ids) >= limit:

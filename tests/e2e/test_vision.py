@@ -155,3 +155,35 @@ def test_anthropic_image_block_equals_openai_image_part(vision_server, vision_pa
         extra_body={"temperature": 0.0},  # anthropic 2.x takes sampling fields in the body
     )
     assert "".join(b.text for b in message.content if b.type == "text") == openai_text
+
+
+def test_a_follow_up_turn_about_the_image_reuses_its_kv_and_equals_direct(
+    vision_server, vision_path
+):
+    client = openai_client(vision_server)
+    image = png(6)
+    first = client.chat.completions.create(
+        model=model_name(vision_path),
+        messages=[openai_image_message(QUESTION, image)],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+    answer = first.choices[0].message.content
+    follow_up = [
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "And what else?"},
+    ]
+    expected = direct.greedy_vlm_chat(
+        vision_path, [mlx_vlm_message(QUESTION, 1), *follow_up], [image], MAX_TOKENS
+    )
+
+    second = client.chat.completions.create(
+        model=model_name(vision_path),
+        messages=[openai_image_message(QUESTION, image), *follow_up],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+
+    assert second.choices[0].message.content == expected.text
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert first.usage.prompt_tokens <= cached < second.usage.prompt_tokens

@@ -59,3 +59,15 @@ def test_the_auto_backend_is_the_workers_default():
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
     assert "--backend" not in argv
     assert parse_args(argv[3:]).backend == "auto"
+
+
+@pytest.mark.parametrize("entries", [0, 5])
+def test_vision_cache_entries_reach_the_worker(entries):
+    config = ServerConfig(model="m", served_model_name="m", vision_cache_entries=entries)
+    argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
+    assert parse_args(argv[3:]).vision_cache_entries == entries
+
+
+def test_a_negative_vision_cache_is_refused_by_the_worker():
+    with pytest.raises(SystemExit):
+        parse_args(["--model", "m", "--vision-cache-entries", "-1"])

@@ -1,0 +1,117 @@
+"""Follow-up turns on mlx-vlm reuse their conversation's KV cache, and only their own.
+
+The engine is built directly on the tiny Qwen2-VL; every reuse is checked against the same
+request on an engine without any prefix cache (greedy tokens must be equal).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from protocol.messages import FinishReason
+from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.unit.test_vision_engine import image_message, png, run_all, submit
+
+pytest.importorskip("mlx_vlm")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision_model import load_vision_model  # noqa: E402
+from worker.vision_turns import ConversationCache, media_key  # noqa: E402
+
+BUDGET = 64 << 20
+QUESTION = " ".join(["describe the picture in every detail"] * 3)
+
+
+@pytest.fixture(scope="module")
+def vm():
+    return load_vision_model(str(ensure_checkpoint("qwen2_vl")))
+
+
+def cached_engine(vm, budget: int = BUDGET) -> VisionEngine:
+    return VisionEngine(
+        vm, 2048, make_apc_manager(vm.model, budget), turns=ConversationCache(budget)
+    )
+
+
+def plain_engine(vm) -> VisionEngine:
+    return VisionEngine(vm, 2048, None)
+
+
+def follow_up(first_answer: str, text: str = "and what else is there?") -> list[dict]:
+    return [
+        image_message(QUESTION),
+        {"role": "assistant", "content": first_answer},
+        {"role": "user", "content": text},
+    ]
+
+
+def test_media_key_depends_on_content_and_order():
+    a, b = png(1), png(2)
+    assert media_key([a, b]) == media_key([bytes(a), bytes(b)])
+    assert media_key([a, b]) != media_key([b, a])
+    assert media_key([a]) != media_key([b])
+
+
+def test_a_follow_up_turn_prefills_only_its_new_text(vm):
+    engine, plain = cached_engine(vm), plain_engine(vm)
+    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    assert first["end"].usage.cached_tokens == 0
+    second = run_all(engine, submit("t2", [png(5)], follow_up(first["text"])))["t2"]
+    reference = run_all(plain, submit("r2", [png(5)], follow_up(first["text"])))["r2"]
+    usage = second["end"].usage
+    image_tokens = 0 < usage.cached_tokens < usage.prompt_tokens
+    assert image_tokens and engine.turns.hits == 1
+    assert second["tokens"] == reference["tokens"]
+
+
+def test_a_follow_up_about_another_image_shares_nothing(vm):
+    engine, plain = cached_engine(vm), plain_engine(vm)
+    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    other = run_all(engine, submit("t2", [png(6)], follow_up(first["text"])))["t2"]
+    reference = run_all(plain, submit("r2", [png(6)], follow_up(first["text"])))["r2"]
+    assert other["end"].usage.cached_tokens == 0
+    assert other["tokens"] == reference["tokens"]
+
+
+def test_a_text_only_follow_up_reuses_the_prefix_cache(vm):
+    engine, plain = cached_engine(vm), plain_engine(vm)
+    turn1 = [{"role": "user", "content": QUESTION}]
+    first = run_all(engine, submit("t1", [], turn1))["t1"]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": first["text"]},
+        {"role": "user", "content": "and then?"},
+    ]
+    second = run_all(engine, submit("t2", [], turn2))["t2"]
+    reference = run_all(plain, submit("r2", [], turn2))["r2"]
+    assert second["end"].usage.cached_tokens > 0
+    assert second["tokens"] == reference["tokens"]
+
+
+def test_an_aborted_turn_keeps_no_state(vm):
+    engine = cached_engine(vm)
+    assert engine.admit(submit("a", [png(5)], [image_message(QUESTION)])).finish_reason is None
+    engine.step()
+    (ended,) = engine.abort(["a"])
+    assert ended.finish_reason == FinishReason.ABORT
+    assert len(engine.turns) == 0
+
+
+def test_states_stay_within_the_byte_budget(vm):
+    engine = cached_engine(vm)
+    for seed in range(3):
+        run_all(engine, submit(f"r{seed}", [png(seed)], [image_message(QUESTION)]))
+    assert len(engine.turns) == 3
+    one = engine.turns.nbytes // 3
+    engine.turns.budget_bytes = one * 2
+    run_all(engine, submit("r3", [png(3)], [image_message(QUESTION)]))
+    assert len(engine.turns) == 2 and engine.turns.nbytes <= one * 2
+
+
+def test_no_budget_means_no_reuse(vm):
+    engine = VisionEngine(vm, 2048, None, turns=ConversationCache(0))
+    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    second = run_all(engine, submit("t2", [png(5)], follow_up(first["text"])))["t2"]
+    assert second["end"].usage.cached_tokens == 0 and len(engine.turns) == 0

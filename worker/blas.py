@@ -10,11 +10,13 @@ Modes (`--blas`): "auto" preloads OpenBLAS when it is installed (Linux only), "b
 does, "openblas" requires it (the worker refuses to start without it). On macOS MLX uses
 Accelerate (and Metal) and this module does nothing.
 
-With OpenBLAS preloaded the worker also gets `OPENBLAS_NUM_THREADS=1` unless the environment
-sets it: by default OpenBLAS starts a thread per core that spins after every BLAS call, next to
-MLX's own compute thread. Measured on 2 cores (docs/benchmarks.md): a server worker used 17.5
-instead of 11.7 ms of CPU per token with the default, and served fewer tokens per second;
-direct mlx-lm was not slower with one thread.
+With OpenBLAS preloaded the worker also gets `OPENBLAS_THREAD_TIMEOUT=4` unless the
+environment sets it: OpenBLAS's threads (one per core) busy-wait 2^28 cycles (~0.1 s) after
+every BLAS call by default, taking the cores the gateway, the IO threads and MLX's own thread
+need between calls; 2^4 cycles keeps the parallel matmuls and drops the spinning. Measured on 2
+cores (docs/benchmarks.md): one OpenBLAS thread cut the spin but lost ~20% of single-stream
+decode speed to direct mlx-lm's two; two threads with the short timeout served 59 tok/s single
+and 214 tok/s at 8 streams where one thread gave 43 and 191.
 
 Standard library only: the gateway imports it, and the gateway never imports MLX.
 """
@@ -88,7 +90,7 @@ def blas_environment(mode: str, env: Mapping[str, str]) -> dict[str, str]:
     if library not in inherited:
         inherited.append(library)
     _set_preload(result, inherited)
-    result.setdefault("OPENBLAS_NUM_THREADS", "1")
+    result.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     return result
 
 

@@ -42,12 +42,12 @@ def test_auto_keeps_what_ld_preload_already_had(openblas_at):
     assert blas.blas_environment("auto", env)["LD_PRELOAD"] == env["LD_PRELOAD"]
 
 
-def test_a_preloaded_openblas_runs_one_thread_unless_the_user_said_otherwise(openblas_at):
+def test_a_preloaded_openblas_barely_spins_unless_the_user_said_otherwise(openblas_at):
     openblas_at(LIB)
-    assert blas.blas_environment("auto", {})["OPENBLAS_NUM_THREADS"] == "1"
-    env = blas.blas_environment("openblas", {"OPENBLAS_NUM_THREADS": "4"})
-    assert env["OPENBLAS_NUM_THREADS"] == "4"
-    assert "OPENBLAS_NUM_THREADS" not in blas.blas_environment("bundled", {})
+    assert blas.blas_environment("auto", {})["OPENBLAS_THREAD_TIMEOUT"] == "4"
+    env = blas.blas_environment("openblas", {"OPENBLAS_THREAD_TIMEOUT": "20"})
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "20"
+    assert "OPENBLAS_THREAD_TIMEOUT" not in blas.blas_environment("bundled", {})
 
 
 def test_auto_without_openblas_leaves_the_environment_alone(openblas_at):

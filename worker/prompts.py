@@ -97,19 +97,33 @@ def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> 
     return tokens
 
 
-def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
-    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
+def chat_messages(inputs: Mapping[str, Any]) -> list[Any]:
+    """A chat Submit's messages (RequestError unless a non-empty list)."""
     messages = inputs.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty list")
-    for i, message in enumerate(messages):
-        _check_message(i, message)
+    return messages
+
+
+def template_kwargs(
+    inputs: Mapping[str, Any], reserved: frozenset[str] = _RESERVED_TEMPLATE_KWARGS
+) -> dict[str, Any]:
+    """A chat Submit's chat_template_kwargs, none of them one the template call sets itself."""
     kwargs = inputs.get("chat_template_kwargs") or {}
     if not isinstance(kwargs, Mapping):
         raise bad_request("chat_template_kwargs must be an object")
-    reserved = sorted(_RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
-    if reserved:
-        raise bad_request(f"chat_template_kwargs may not set {', '.join(reserved)}")
+    taken = sorted(reserved.intersection(kwargs))
+    if taken:
+        raise bad_request(f"chat_template_kwargs may not set {', '.join(taken)}")
+    return dict(kwargs)
+
+
+def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
+    messages = chat_messages(inputs)
+    for i, message in enumerate(messages):
+        _check_message(i, message)
+    kwargs = template_kwargs(inputs)
     tools = chat_tools(inputs)
     if not tokenizer.has_chat_template:
         raise bad_request("this model has no chat template; use the completions API")

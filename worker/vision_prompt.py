@@ -27,7 +27,7 @@ from jinja2 import TemplateError
 
 from protocol.messages import Op
 from worker.errors import bad_request
-from worker.prompts import chat_tools
+from worker.prompts import chat_messages, chat_tools, template_kwargs
 from worker.vision_model import VisionModel
 
 _PART_TYPES = ("text", "image", "audio")
@@ -74,20 +74,11 @@ def chat_prompt_text(
     """The chat prompt mlx-vlm's apply_chat_template renders for these messages."""
     from mlx_vlm.prompt_utils import apply_chat_template
 
-    messages = inputs.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad_request("messages must be a non-empty list")
-    converted = _convert_messages(messages, n_images, n_audios)
-    kwargs = inputs.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, Mapping):
-        raise bad_request("chat_template_kwargs must be an object")
-    reserved = sorted(_RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
-    if reserved:
-        raise bad_request(f"chat_template_kwargs may not set {', '.join(reserved)}")
-    template_kwargs = dict(kwargs)
+    converted = _convert_messages(chat_messages(inputs), n_images, n_audios)
+    kwargs = template_kwargs(inputs, _RESERVED_TEMPLATE_KWARGS)
     tools = chat_tools(inputs)
     if tools:
-        template_kwargs["tools"] = list(tools)
+        kwargs["tools"] = list(tools)
     try:
         prompt = apply_chat_template(
             vm.processor,
@@ -95,7 +86,7 @@ def chat_prompt_text(
             converted,
             num_images=n_images,
             num_audios=n_audios,
-            **template_kwargs,
+            **kwargs,
         )
     except (TemplateError, ValueError, TypeError) as exc:
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc

@@ -122,6 +122,7 @@ class VlmDims:
     vision_heads: int
     vision_mlp_ratio: int  # transformers insists on an int
     max_positions: int = 4096
+    max_pixels: int = MAX_PIXELS  # the image processor's ceiling (more pixels: more tokens)
 
     @property
     def head_dim(self) -> int:
@@ -141,6 +142,21 @@ SIZES: Mapping[str, VlmDims] = {
         vision_dim=64,
         vision_heads=4,
         vision_mlp_ratio=2,
+    ),
+    # ~40M: a ViT-S-sized vision tower (21M) and a 20M-class language model, for benchmarks
+    # (scripts/bench_vision.py): a 448 x 448 image is 1,024 patches, 256 tokens.
+    "bench": VlmDims(
+        hidden=384,
+        layers=6,
+        heads=6,
+        kv_heads=2,
+        intermediate=1024,
+        vocab=8192,
+        vision_depth=12,
+        vision_dim=384,
+        vision_heads=6,
+        vision_mlp_ratio=4,
+        max_pixels=448 * 448,
     ),
 }
 
@@ -263,7 +279,9 @@ def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     cfg = config(dims, tid)
     _write_json(out_dir / "config.json", cfg)
     _write_json(out_dir / "generation_config.json", generation_config(tid))
-    _write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
+    _write_json(
+        out_dir / "preprocessor_config.json", {**PREPROCESSOR_CONFIG, "max_pixels": dims.max_pixels}
+    )
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
     text = decoder_weights({**cfg, "head_dim": dims.head_dim}, zero_rows=added_ids)
     # Qwen2 attention has biases on q, k and v (zero here: they only shift the logits).

@@ -2,39 +2,33 @@
 
 A request with `n` choices is `n` worker requests (one Submit each), read together.
 
-Why streaming needs care: HTTP headers are not sent until every choice's first batch arrived
-(the worker's "accepted" delta, or an error), so everything that can fail early (queue full,
-engine down, a prompt or a schema the worker rejects) still becomes a proper HTTP status with
-error JSON. Once the 200 went out, an error can only be the API's own error event, after which
-the stream ends. Throughout, a `DisconnectWatcher` cancels the work when the client goes, which
-exits the engine's request contexts and sends the worker its Aborts at once.
+A stream's life (headers only once every choice's first batch arrived, the API's error event
+for a failure after that, abort on disconnect) is gateway/streaming.py's; this module turns the
+choices' batches into one write each of the API's events (a `StreamEncoder`). Not streamed, a
+`DisconnectWatcher` cancels the work when the client goes, which exits the engine's request
+contexts and sends the worker its Aborts at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from gateway import errors
-from gateway.disconnect import ClientDisconnected, DisconnectWatcher
+from gateway.disconnect import DisconnectWatcher
 from gateway.fan_in import Choices, Indexed
 from gateway.generation_request import GenerationRequest
 from gateway.media.resolve import MediaSettings, media_settings, resolve_media
 from gateway.output import ChoiceOutput, total_usage
 from gateway.request_stream import merge_into, mergeable
-from gateway.sse import SSE_HEADERS, StreamEncoder, has_output
+from gateway.sse import StreamEncoder, has_output
+from gateway.streaming import Ending, StreamedResponse, open_stream, raise_early_error
 from protocol.messages import Delta, ToolCallDelta, Usage
-
-log = logging.getLogger(__name__)
-
-_HEADERS = [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
 
 
 @dataclass(slots=True)
@@ -115,40 +109,29 @@ async def _collect(batches: Any, index: int) -> ChoiceOutput:
 
 async def stream(
     request: Request, engine: Any, req: GenerationRequest, encoder: StreamEncoder
-) -> Response:
-    """Wait for every choice's first batch, then hand the open request to an SSE response."""
-    watcher = DisconnectWatcher(request.receive)
-    stack = AsyncExitStack()
-    try:
-        choices, first = await watcher.run(_open(engine, req, stack, media_settings(request)))
-        for _, delta in first:
-            error = errors.terminal_error(delta) if delta.finish_reason is not None else None
-            if error is not None:
-                raise error
-    except BaseException:
-        await stack.aclose()
-        watcher.close()
-        raise
-    return EventStream(stack, watcher, choices, first, encoder, req.n)
+) -> StreamedResponse[Indexed]:
+    """Wait for every choice's first batch, then hand the open requests to an SSE response."""
+    enter = partial(_open, engine, req, media=media_settings(request))
+    opened = await open_stream(request, enter)
+    return StreamedResponse(opened, _Events(encoder, req.n).encode, encoder.error, "request")
 
 
 async def _open(
     engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
 ) -> tuple[Choices, Indexed]:
-    try:
-        streams = await _enter_all(engine, req, stack, media)
-        iterators = [s.__aiter__() for s in streams]
-        first: Indexed = []
-        for index, iterator in enumerate(iterators):
-            try:
-                batch = await iterator.__anext__()
-            except StopAsyncIteration:
-                raise errors.no_terminal() from None
-            first.extend((index, delta) for delta in batch)
-    except BaseException:
-        await stack.aclose()  # leaving the contexts before the terminal deltas aborts them
-        raise
-    return Choices(iterators), first
+    streams = await _enter_all(engine, req, stack, media)
+    iterators = [s.__aiter__() for s in streams]
+    choices = Choices(iterators)
+    stack.callback(choices.close)  # its reads are cancelled before the requests are left
+    first: Indexed = []
+    for index, iterator in enumerate(iterators):
+        try:
+            batch = await iterator.__anext__()
+        except StopAsyncIteration:
+            raise errors.no_terminal() from None
+        first.extend((index, delta) for delta in batch)
+    raise_early_error(delta for _, delta in first)
+    return choices, first
 
 
 def _copy(delta: Delta) -> Delta:
@@ -180,69 +163,23 @@ def coalesce(batch: Indexed) -> Indexed:
     return out
 
 
-class EventStream(Response):
-    """An SSE response that owns the open engine requests until their terminal deltas or a
-    disconnect."""
+class _Events:
+    """The n choices' engine batches -> one write each of the API's events (`StreamEncoder`)."""
 
-    def __init__(
-        self,
-        stack: AsyncExitStack,
-        watcher: DisconnectWatcher,
-        choices: Choices,
-        first: Indexed,
-        encoder: StreamEncoder,
-        n: int,
-    ) -> None:
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = list(_HEADERS)
-        self._stack = stack
-        self._watcher = watcher
-        self._choices = choices
-        self._first = first
+    def __init__(self, encoder: StreamEncoder, n: int) -> None:
         self._encoder = encoder
+        self._started = False
         self._open = n
         self._usages: list[Usage | None] = []
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self._watcher.run(self._pump(send))
-        except ClientDisconnected:
-            pass
-        finally:
-            self._watcher.close()
-            self._choices.close()
-            await self._stack.aclose()
-
-    async def _pump(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+    def encode(self, batch: Indexed) -> tuple[list[bytes], Ending]:
+        """The batch's events in one write; True once every choice ended."""
         encoder = self._encoder
-        try:
-            prompt = next(
-                (d.usage for _, d in self._first if d.usage and d.finish_reason is None), None
-            )
-            body, done = self._encode(self._first, encoder.start(prompt))
-            if body:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            if not done:
-                async for batch in self._choices:
-                    body, done = self._encode(batch, b"")
-                    if body:
-                        await send({"type": "http.response.body", "body": body, "more_body": True})
-                    if done:
-                        break
-                else:
-                    body = encoder.error(errors.no_terminal())
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
-        except Exception as exc:  # after the 200 went out, errors can only travel in-band
-            body = encoder.error(errors.as_api_error(exc, log, "generation"))
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    def _encode(self, batch: Indexed, head: bytes) -> tuple[bytes, bool]:
-        """One write for a whole batch; True once the stream is over."""
-        parts = [head]
-        encoder = self._encoder
+        parts = []
+        if not self._started:
+            self._started = True
+            prompt = next((d.usage for _, d in batch if d.usage and d.finish_reason is None), None)
+            parts.append(encoder.start(prompt))
         for index, delta in coalesce(batch):
             if has_output(delta):
                 parts.append(encoder.delta(index, delta))
@@ -250,12 +187,11 @@ class EventStream(Response):
                 continue
             error = errors.terminal_error(delta)
             if error is not None:
-                parts.append(encoder.error(error))
-                return b"".join(parts), True
+                return [b"".join(parts)], error
             parts.append(encoder.finish(index, delta))
             self._usages.append(delta.usage)
             self._open -= 1
             if self._open == 0:
                 parts.append(encoder.end(total_usage(self._usages)))
-                return b"".join(parts), True
-        return b"".join(parts), False
+                return [b"".join(parts)], True
+        return [b"".join(parts)], False

@@ -1,40 +1,37 @@
 """A speech request's life in the gateway: the whole file, or its bytes / SSE events as the
 worker produces PCM.
 
-As for text (gateway/generation.py), a stream's headers go out only once the worker accepted
-the request, so a voice or input the model refuses is still an HTTP 400; after that, a failure
-ends a raw audio stream by closing the connection before its last chunk (a client sees a
-truncated transfer, never a file that looks whole), and an SSE stream with an error event.
+Streams follow gateway/streaming.py: the headers go out only once the worker accepted the
+request, so a voice or input the model refuses is still an HTTP 400; after that, a failure ends
+a raw audio stream by closing the connection before its last chunk (a client sees a truncated
+transfer, never a file that looks whole), and an SSE stream with an error event.
 
 Backpressure, so that a client reading slower than real time cannot grow memory without
 bound: PCM waiting for a lagging reader is capped per request by its RequestStream (past the
 cap the stream ends with an error and the worker is told to abort); a reader that stops reading
 altogether blocks the response's writes, and a write that cannot complete within
-`STALL_TIMEOUT` seconds cuts the client off and aborts the generation the same way.
+`STALL_TIMEOUT` seconds cuts the client off and aborts the generation the same way. That is
+why each audio delta is its own write: one write of a whole lagging batch could not drain
+within the timeout even for a client that reads steadily.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import logging
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from gateway import errors
-from gateway.audio_encoding import CONTENT_TYPES, AudioEncoder, make_encoder
-from gateway.disconnect import ClientDisconnected, DisconnectWatcher
+from gateway.audio_encoding import CONTENT_TYPES, make_encoder
+from gateway.disconnect import DisconnectWatcher
+from gateway.errors import APIError
 from gateway.speech_requests import SpeechCall
-from gateway.sse import SSE_HEADERS, sse_event
+from gateway.sse import sse_event
+from gateway.streaming import Ending, Opened, StreamedResponse, enter_one, open_stream
 from protocol.messages import Delta, SamplingParams, Usage
-
-log = logging.getLogger(__name__)
 
 STALL_TIMEOUT = 30.0  # seconds one write to the client may stay blocked
 
@@ -76,134 +73,61 @@ async def _collect(engine: Any, call: SpeechCall) -> Speech:
     raise errors.no_terminal("speech")
 
 
-async def stream(request: Request, engine: Any, call: SpeechCall, sample_rate: int) -> Response:
+async def stream(
+    request: Request, engine: Any, call: SpeechCall, sample_rate: int
+) -> StreamedResponse[list[Delta]]:
     """Wait until the worker accepted the request, then hand it to a streaming response."""
-    watcher = DisconnectWatcher(request.receive)
-    stack = AsyncExitStack()
-    try:
-        batches, first = await watcher.run(_open(engine, call, stack))
-        terminal = next((d for d in first if d.finish_reason is not None), None)
-        error = errors.terminal_error(terminal) if terminal is not None else None
-        if error is not None:
-            raise error
-    except BaseException:
-        await stack.aclose()
-        watcher.close()
-        raise
-    return SpeechStream(stack, watcher, batches, first, call, sample_rate)
+    enter = partial(enter_one, engine, call.op, call.inputs, _sampling(call), what="speech")
+    return speech_response(await open_stream(request, enter), call, sample_rate)
 
 
-async def _open(
-    engine: Any, call: SpeechCall, stack: AsyncExitStack
-) -> tuple[AsyncIterator[list[Delta]], list[Delta]]:
-    batches = await stack.enter_async_context(
-        engine.request(call.op, call.inputs, _sampling(call), True)
-    )
-    iterator = batches.__aiter__()
-    try:
-        first = await iterator.__anext__()
-    except StopAsyncIteration:
-        raise errors.no_terminal("speech") from None
-    return iterator, first
+def speech_response(
+    opened: Opened[list[Delta]],
+    call: SpeechCall,
+    sample_rate: int,
+    stall_timeout: float = STALL_TIMEOUT,
+) -> StreamedResponse[list[Delta]]:
+    """The streamed response of an opened speech request: encoded audio bytes, or OpenAI's
+    speech SSE events when `call.mode` is "sse"."""
+    frames = _SpeechFrames(call, sample_rate)
+    if frames.sse:
+        return StreamedResponse(opened, frames.encode, _sse_error, "speech", None, stall_timeout)
+    headers = {"content-type": CONTENT_TYPES[call.response_format], "cache-control": "no-cache"}
+    return StreamedResponse(opened, frames.encode, None, "speech", headers, stall_timeout)
 
 
-class _CutOff(Exception):
-    """The response cannot be completed: the connection is dropped before its end."""
+class _SpeechFrames:
+    """Audio deltas -> one write each: encoded bytes, or a base64 `speech.audio.delta` event."""
+
+    def __init__(self, call: SpeechCall, sample_rate: int) -> None:
+        self.sse = call.mode == "sse"
+        self._audio = make_encoder(call.response_format, sample_rate, True)
+
+    def encode(self, batch: list[Delta]) -> tuple[list[bytes], Ending]:
+        writes: list[bytes] = []
+        for delta in batch:
+            if delta.audio:
+                writes.append(self._frame(self._audio.feed(delta.audio)))
+            if delta.finish_reason is None:
+                continue
+            error = errors.terminal_error(delta)
+            if error is not None:
+                return writes, error
+            writes.append(self._frame(self._audio.finish()))
+            if self.sse:
+                writes.append(sse_event("speech.audio.done", _done(delta)))
+            return writes, True
+        return writes, False
+
+    def _frame(self, encoded: bytes) -> bytes:
+        if not self.sse or not encoded:
+            return encoded
+        audio = base64.b64encode(encoded).decode()
+        return sse_event("speech.audio.delta", {"type": "speech.audio.delta", "audio": audio})
 
 
-class SpeechStream(Response):
-    """Streams one speech request's audio as encoded bytes or as OpenAI speech SSE events."""
-
-    def __init__(
-        self,
-        stack: AsyncExitStack,
-        watcher: DisconnectWatcher,
-        batches: AsyncIterator[list[Delta]],
-        first: list[Delta],
-        call: SpeechCall,
-        sample_rate: int,
-        stall_timeout: float | None = None,
-    ) -> None:
-        self.status_code = 200
-        self.background = None
-        self._sse = call.mode == "sse"
-        headers = (
-            dict(SSE_HEADERS)
-            if self._sse
-            else {
-                "content-type": CONTENT_TYPES[call.response_format],
-                "cache-control": "no-cache",
-            }
-        )
-        self.raw_headers = [(k.encode(), v.encode()) for k, v in headers.items()]
-        self._stack = stack
-        self._watcher = watcher
-        self._batches = batches
-        self._first = first
-        self._encoder: AudioEncoder = make_encoder(call.response_format, sample_rate, True)
-        self._stall_timeout = STALL_TIMEOUT if stall_timeout is None else stall_timeout
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self._watcher.run(self._pump(send))
-        except (ClientDisconnected, _CutOff):
-            pass  # leaving the request context below aborts the generation
-        finally:
-            self._watcher.close()
-            await self._stack.aclose()
-
-    async def _pump(self, send: Send) -> None:
-        await self._send(
-            send, {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-        )
-        terminal = await self._audio(send)
-        error = (
-            errors.terminal_error(terminal)
-            if terminal is not None
-            else errors.no_terminal("speech")
-        )
-        if error is not None:
-            log.warning("speech stream failed after it started: %s", error.message)
-            if not self._sse:
-                raise _CutOff()
-            await self._body(send, sse_event("error", {"type": "error", **error.body()}))
-        else:
-            await self._write(send, self._encoder.finish())
-            if self._sse:
-                await self._body(send, sse_event("speech.audio.done", _done(terminal)))
-        await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _audio(self, send: Send) -> Delta | None:
-        """Write audio as it arrives; the terminal delta, or None if the stream just ended."""
-        batch: list[Delta] | None = self._first
-        while batch is not None:
-            for delta in batch:
-                if delta.audio:
-                    await self._write(send, self._encoder.feed(delta.audio))
-                if delta.finish_reason is not None:
-                    return delta
-            batch = await anext(self._batches, None)
-        return None
-
-    async def _write(self, send: Send, encoded: bytes) -> None:
-        if not encoded:
-            return
-        if self._sse:
-            audio = base64.b64encode(encoded).decode()
-            encoded = sse_event(
-                "speech.audio.delta", {"type": "speech.audio.delta", "audio": audio}
-            )
-        await self._body(send, encoded)
-
-    async def _body(self, send: Send, body: bytes) -> None:
-        await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
-
-    async def _send(self, send: Send, message: dict[str, Any]) -> None:
-        try:
-            await asyncio.wait_for(send(message), self._stall_timeout)
-        except asyncio.TimeoutError:
-            log.warning("speech client stopped reading for %.0f s: cut off", self._stall_timeout)
-            raise _CutOff() from None
+def _sse_error(error: APIError) -> bytes:
+    return sse_event("error", {"type": "error", **error.body()})
 
 
 def _done(terminal: Delta) -> dict[str, Any]:

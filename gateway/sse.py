@@ -1,10 +1,11 @@
 """Server-sent-event framing and the interface every API's stream encoder implements.
 
-`generation.EventStream` drives a `StreamEncoder`: it hands it each choice's output as it
-arrives (one merged delta per choice and engine batch) and the ends, and writes the bytes it
-returns, one HTTP write per engine batch. The encoders live with their API: OpenAI chunks in
-`openai_chunks`, Anthropic events in `anthropic/events`, Responses events in
-`responses/events`. JSON is dumped compactly and without ASCII escaping (the hot path).
+A generation stream (gateway/generation.py over gateway/streaming.py) drives a
+`StreamEncoder`: it hands it each choice's output as it arrives (one merged delta per choice
+and engine batch) and the ends, and writes the bytes it returns, one HTTP write per engine
+batch. The encoders live with their API: OpenAI chunks in `openai_chunks`, Anthropic events in
+`anthropic/events`, Responses events in `responses/events`. JSON is dumped compactly and
+without ASCII escaping (the hot path).
 """
 
 from __future__ import annotations

@@ -1,16 +1,22 @@
 """Streaming and request life cycle over a fake engine: SSE framing, early and late errors,
-admission refusals, client disconnects (streaming and not), and the openai SDK as a client."""
+admission refusals, client disconnects (streaming and not), the shared streamed response on
+its own, and the openai SDK as a client."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import AsyncExitStack
 
 import openai
 import pytest
+from starlette.requests import Request
 
+from gateway import errors
 from gateway.app import create_app
 from gateway.engine import EngineUnavailable, QueueFull
+from gateway.streaming import Ending, StreamedResponse, enter_one, open_stream
+from protocol.messages import Delta, SamplingParams
 from tests.unit.gateway_fake import (
     HANG,
     FakeEngine,
@@ -206,6 +212,65 @@ def test_a_stream_sends_one_body_message_per_engine_batch():
     bodies = [m["body"] for m in sent if m["type"] == "http.response.body" and m["body"]]
     assert len(bodies) == 4  # role chunk, "ab", "c", finish + [DONE]
     assert not engine.last.aborted
+
+
+# -- the shared response (gateway/streaming.py) on its own --------------------------------
+
+
+def run_response(batches: list, error) -> tuple[list[dict], FakeEngine]:
+    """Stream `batches` (after an accepted one) through a StreamedResponse over a fake request;
+    the encoder writes each delta's text and ends at the terminal delta."""
+    engine = FakeEngine([accepted(), *batches])
+
+    def encode(batch: list[Delta]) -> tuple[list[bytes], Ending]:
+        writes = [d.text.encode() for d in batch]
+        terminal = next((d for d in batch if d.finish_reason is not None), None)
+        ending = False if terminal is None else errors.terminal_error(terminal) or True
+        return writes, ending
+
+    async def scenario() -> list[dict]:
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        async def enter(stack: AsyncExitStack) -> tuple:
+            return await enter_one(engine, "chat", {}, SamplingParams(max_tokens=1), stack, "thing")
+
+        opened = await open_stream(Request({"type": "http"}, never_disconnects), enter)
+        await StreamedResponse(opened, encode, error, "thing")({}, never_disconnects, send)
+        return sent
+
+    return asyncio.run(asyncio.wait_for(scenario(), 10)), engine
+
+
+async def never_disconnects() -> dict:
+    await asyncio.Event().wait()
+    return {}
+
+
+def test_a_streamed_response_writes_each_batch_then_ends():
+    sent, engine = run_response([text("a", "b"), finish()], None)
+    assert [m.get("body") for m in sent[1:]] == [b"a", b"b", b""]
+    assert sent[-1]["more_body"] is False and not engine.last.aborted
+
+
+def test_an_exception_mid_stream_becomes_the_error_event_and_aborts_the_request():
+    sent, engine = run_response([text("a"), RuntimeError("bug")], lambda e: e.code.encode())
+    assert [m.get("body") for m in sent[1:]] == [b"a", b"internal", b""]
+    assert engine.last.aborted
+
+
+def test_without_an_error_event_a_failure_drops_the_connection_before_its_end():
+    sent, _ = run_response([text("a"), failure()], None)
+    assert [m.get("body") for m in sent[1:]] == [b"a"]
+    assert all(m.get("more_body", True) for m in sent)  # a truncated transfer
+
+
+def test_deltas_that_stop_without_a_terminal_one_are_an_error_event():
+    sent, engine = run_response([text("a")], lambda e: e.message.encode())
+    assert sent[-2]["body"] == b"The thing ended without a result"
+    assert engine.last.aborted
 
 
 # -- the openai SDK as the client ----------------------------------------------------------

@@ -16,7 +16,8 @@ import soundfile
 from gateway.audio_encoding import wav_header
 from gateway.disconnect import DisconnectWatcher
 from gateway.speech_requests import SpeechCall
-from gateway.speech_stream import SpeechStream
+from gateway.speech_stream import speech_response
+from gateway.streaming import Opened
 from protocol.messages import Delta, ErrorInfo, Ready, Usage
 from tests.unit.gateway_fake import FakeEngine, accepted, make_client
 
@@ -219,9 +220,8 @@ async def run_stream(batches: list[list[Delta]], send, stall_timeout: float = 5.
             yield batch
 
     call = SpeechCall("tiny-tts", "pcm", "audio", {})
-    response = SpeechStream(
-        stack, DisconnectWatcher(never_disconnects), more(), accepted(), call, RATE, stall_timeout
-    )
+    opened = Opened(stack, DisconnectWatcher(never_disconnects), more(), accepted())
+    response = speech_response(opened, call, RATE, stall_timeout)
     await asyncio.wait_for(response({}, never_disconnects, send), 10)
     return closed
 

@@ -127,17 +127,24 @@ def _qwen3_config(d: Dims, tid: TokenId) -> dict[str, Any]:
     }
 
 
-def _qwen3_generation_config(tid: TokenId) -> dict[str, Any]:
-    # Qwen3's published sampling defaults (thinking mode).
+def qwen_generation_config(
+    tid: TokenId, temperature: float, top_p: float, top_k: int
+) -> dict[str, Any]:
+    """generation_config.json of a Qwen checkpoint (text, VL, Omni): its token ids and sampling."""
     return {
         "bos_token_id": tid("<|endoftext|>"),
         "do_sample": True,
         "eos_token_id": [tid("<|im_end|>"), tid("<|endoftext|>")],
         "pad_token_id": tid("<|endoftext|>"),
-        "temperature": 0.6,
-        "top_k": 20,
-        "top_p": 0.95,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
     }
+
+
+def _qwen3_generation_config(tid: TokenId) -> dict[str, Any]:
+    # Qwen3's published sampling defaults (thinking mode).
+    return qwen_generation_config(tid, temperature=0.6, top_p=0.95, top_k=20)
 
 
 def _llama_config(d: Dims, tid: TokenId) -> dict[str, Any]:
@@ -325,6 +332,13 @@ ARCHS: Mapping[str, Arch] = {
         sizes=tiny_tts_families.MOSS_TTS_NANO_SIZES,
         build=tiny_tts_families.build_moss_tts_nano,
     ),
+    "kokoro": Arch(
+        tiny_tts_families.VOXCPM2_TOKENIZER,  # unused: Kokoro reads phonemes (config vocab)
+        tiny_tts_families.kokoro_config,
+        tiny_tts_families.kokoro_generation_config,
+        sizes=tiny_tts_families.KOKORO_SIZES,
+        build=tiny_tts_families.build_kokoro,
+    ),
     # More image-in families for mlx_vlm.load (scripts/tiny_vlm_families.py).
     "qwen2_5_vl": Arch(
         tiny_vlm_families.QWEN2_5_VL_TOKENIZER,
@@ -414,8 +428,8 @@ def ensure_checkpoint(
 def _make_readable(directory: Path) -> None:
     # mkdtemp (and safetensors) create private files; the cache is as shared as any other.
     directory.chmod(0o755)
-    for path in directory.iterdir():
-        path.chmod(0o644)
+    for path in directory.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def _discard(path: Path) -> None:

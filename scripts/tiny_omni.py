@@ -31,43 +31,18 @@ from typing import Any
 from safetensors.numpy import save_file
 
 from scripts.tiny_tokenizer import (
-    QWEN2,
     QWEN3_CHAT_TEMPLATE,
-    TokenizerSpec,
+    qwen_tokenizer,
     train_tokenizer,
     write_tokenizer_files,
 )
-from scripts.tiny_vlm import _tensor
+from scripts.tiny_vlm import Specs, linear, materialize, norm, qwen_patch_merger, qwen_vision_block
+from scripts.tiny_vlm_families import QWEN3_VL_TOKENS
 
-# Qwen3-Omni's added tokens in its id order (151643...151675 in the real vocabulary); the
-# chat markers and media tokens are special, the tool and think tags are not.
+# Qwen3-Omni's added tokens in its id order (151643...151675 in the real vocabulary): Qwen3-VL's
+# (chat markers and vision tokens special, tool and think tags not), then the audio ones.
 _ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True),
-    ("<|im_start|>", True),
-    ("<|im_end|>", True),
-    ("<|object_ref_start|>", True),
-    ("<|object_ref_end|>", True),
-    ("<|box_start|>", True),
-    ("<|box_end|>", True),
-    ("<|quad_start|>", True),
-    ("<|quad_end|>", True),
-    ("<|vision_start|>", True),
-    ("<|vision_end|>", True),
-    ("<|vision_pad|>", True),
-    ("<|image_pad|>", True),
-    ("<|video_pad|>", True),
-    ("<tool_call>", False),
-    ("</tool_call>", False),
-    ("<|fim_prefix|>", False),
-    ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False),
-    ("<|repo_name|>", False),
-    ("<|file_sep|>", False),
-    ("<tool_response>", False),
-    ("</tool_response>", False),
-    ("<think>", False),
-    ("</think>", False),
+    *QWEN3_VL_TOKENS,
     ("<|audio_start|>", True),
     ("<|audio_end|>", True),
     ("<tts_pad>", True),
@@ -119,22 +94,11 @@ if _STRING_CONTENT not in QWEN3_CHAT_TEMPLATE:
     raise RuntimeError("the Qwen3 template changed: update tiny_omni's content rendering")
 QWEN3_OMNI_CHAT_TEMPLATE = QWEN3_CHAT_TEMPLATE.replace(_STRING_CONTENT, _PARTS_CONTENT)
 
-TOKENIZER = TokenizerSpec(
-    pretokenize_regex=QWEN2.pretokenize_regex,
-    nfc=True,
-    added_tokens=_ADDED_TOKENS,
-    bos_token=None,
-    eos_token="<|im_end|>",
-    pad_token="<|endoftext|>",
-    additional_special_tokens=tuple(t for t, special in _ADDED_TOKENS[1:] if special),
-    chat_template=QWEN3_OMNI_CHAT_TEMPLATE,
-    tokenizer_class="Qwen2Tokenizer",
-    post_processor_adds_bos=False,
-    extra_config={
-        **QWEN2.extra_config,
-        **_MEDIA_TOKENS,
-        "extra_special_tokens": dict(_MEDIA_TOKENS),
-    },
+TOKENIZER = qwen_tokenizer(
+    _ADDED_TOKENS,
+    QWEN3_OMNI_CHAT_TEMPLATE,
+    **_MEDIA_TOKENS,
+    extra_special_tokens=dict(_MEDIA_TOKENS),
 )
 
 N_MELS = 128  # Qwen3-Omni's audio encoder takes 128-bin log-mel features
@@ -371,31 +335,10 @@ def config(d: OmniDims, tid: Any) -> dict[str, Any]:
 
 
 def generation_config(tid: Any) -> dict[str, Any]:
+    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
+
     # Qwen3-Omni-Thinking's published sampling defaults.
-    return {
-        "bos_token_id": tid("<|endoftext|>"),
-        "do_sample": True,
-        "eos_token_id": [tid("<|im_end|>"), tid("<|endoftext|>")],
-        "pad_token_id": tid("<|endoftext|>"),
-        "temperature": 0.6,
-        "top_k": 20,
-        "top_p": 0.95,
-    }
-
-
-Specs = dict[str, tuple[tuple[int, ...], float | str]]
-
-
-def _linear(specs: Specs, name: str, out: int, inp: int, bias: bool = True, gain: float = 1.0):
-    specs[name + ".weight"] = ((out, inp), gain * inp**-0.5)
-    if bias:
-        specs[name + ".bias"] = ((out,), "zeros")
-
-
-def _norm(specs: Specs, name: str, dim: int, bias: bool = True) -> None:
-    specs[name + ".weight"] = ((dim,), "ones")
-    if bias:
-        specs[name + ".bias"] = ((dim,), "zeros")
+    return qwen_generation_config(tid, temperature=0.6, top_p=0.95, top_k=20)
 
 
 def text_specs(d: OmniDims) -> Specs:
@@ -411,21 +354,21 @@ def text_specs(d: OmniDims) -> Specs:
     }
     for i in range(d.layers):
         p = f"thinker.model.layers.{i}."
-        _norm(specs, p + "input_layernorm", h, bias=False)
-        _norm(specs, p + "post_attention_layernorm", h, bias=False)
-        _linear(specs, p + "self_attn.q_proj", q_out, h, bias=False)
-        _linear(specs, p + "self_attn.k_proj", kv_out, h, bias=False)
-        _linear(specs, p + "self_attn.v_proj", kv_out, h, bias=False)
-        _linear(specs, p + "self_attn.o_proj", h, q_out, bias=False, gain=RESIDUAL_GAIN)
-        _norm(specs, p + "self_attn.q_norm", d.head_dim, bias=False)
-        _norm(specs, p + "self_attn.k_norm", d.head_dim, bias=False)
-        _linear(specs, p + "mlp.gate", d.experts, h, bias=False)
+        specs |= norm(p + "input_layernorm", h, bias=False)
+        specs |= norm(p + "post_attention_layernorm", h, bias=False)
+        specs |= linear(p + "self_attn.q_proj", q_out, h, bias=False)
+        specs |= linear(p + "self_attn.k_proj", kv_out, h, bias=False)
+        specs |= linear(p + "self_attn.v_proj", kv_out, h, bias=False)
+        specs |= linear(p + "self_attn.o_proj", h, q_out, bias=False, gain=RESIDUAL_GAIN)
+        specs |= norm(p + "self_attn.q_norm", d.head_dim, bias=False)
+        specs |= norm(p + "self_attn.k_norm", d.head_dim, bias=False)
+        specs |= linear(p + "mlp.gate", d.experts, h, bias=False)
         for e in range(d.experts):
             x = f"{p}mlp.experts.{e}."
-            _linear(specs, x + "gate_proj", d.moe_intermediate, h, bias=False)
-            _linear(specs, x + "up_proj", d.moe_intermediate, h, bias=False)
+            specs |= linear(x + "gate_proj", d.moe_intermediate, h, bias=False)
+            specs |= linear(x + "up_proj", d.moe_intermediate, h, bias=False)
             down_gain = RESIDUAL_GAIN
-            _linear(specs, x + "down_proj", h, d.moe_intermediate, bias=False, gain=down_gain)
+            specs |= linear(x + "down_proj", h, d.moe_intermediate, bias=False, gain=down_gain)
     return specs
 
 
@@ -440,19 +383,10 @@ def vision_specs(d: OmniDims) -> Specs:
     }
     for i in range(d.vision_depth):
         p = f"thinker.visual.blocks.{i}."
-        _norm(specs, p + "norm1", dim)
-        _norm(specs, p + "norm2", dim)
-        _linear(specs, p + "attn.qkv", 3 * dim, dim)
-        _linear(specs, p + "attn.proj", dim, dim)
-        _linear(specs, p + "mlp.linear_fc1", d.vision_intermediate, dim)
-        _linear(specs, p + "mlp.linear_fc2", dim, d.vision_intermediate)
+        specs |= qwen_vision_block(p, dim, d.vision_intermediate, "qwen3_vl")
     # The final merger normalizes before the 2x2 shuffle, the deepstack mergers after it.
-    mergers = [("thinker.visual.merger.", dim)]
-    mergers.append(("thinker.visual.merger_list.0.", merged))
-    for p, norm_dim in mergers:
-        _norm(specs, p + "ln_q", norm_dim)
-        _linear(specs, p + "mlp.0", merged, merged)
-        _linear(specs, p + "mlp.2", d.hidden, merged)
+    specs |= qwen_patch_merger("thinker.visual.merger.", merged, d.hidden, norm_dim=dim)
+    specs |= qwen_patch_merger("thinker.visual.merger_list.0.", merged, d.hidden, norm_dim=merged)
     return specs
 
 
@@ -474,15 +408,12 @@ def audio_specs(d: OmniDims) -> Specs:
     for i in range(d.audio_layers):
         q = f"{p}layers.{i}."
         for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            _linear(specs, q + "self_attn." + proj, dim, dim)
-        _norm(specs, q + "self_attn_layer_norm", dim)
-        _norm(specs, q + "final_layer_norm", dim)
-        _linear(specs, q + "fc1", d.audio_ffn, dim)
-        _linear(specs, q + "fc2", dim, d.audio_ffn)
-    _norm(specs, p + "ln_post", dim)
-    _linear(specs, p + "proj1", dim, dim)
+            specs |= linear(q + "self_attn." + proj, dim, dim)
+        specs |= norm(q + "self_attn_layer_norm", dim) | norm(q + "final_layer_norm", dim)
+        specs |= linear(q + "fc1", d.audio_ffn, dim) | linear(q + "fc2", dim, d.audio_ffn)
+    specs |= norm(p + "ln_post", dim) | linear(p + "proj1", dim, dim)
     # Scaled so an audio token's embedding is of the order of a text token's.
-    _linear(specs, p + "proj2", d.hidden, dim, gain=4.0)
+    specs |= linear(p + "proj2", d.hidden, dim, gain=4.0)
     return specs
 
 
@@ -496,7 +427,7 @@ def build(arch: object, dims: OmniDims, out_dir: Path) -> int:
     _write_json(out_dir / "generation_config.json", generation_config(tid))
     _write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
     specs = {**text_specs(dims), **vision_specs(dims), **audio_specs(dims)}
-    tensors = {name: _tensor(name, shape, std) for name, (shape, std) in specs.items()}
+    tensors = materialize(specs)
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
     tensors["thinker.lm_head.weight"][added_ids] = 0.0
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})

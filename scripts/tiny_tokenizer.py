@@ -200,6 +200,28 @@ QWEN2 = TokenizerSpec(
     },
 )
 
+
+def qwen_tokenizer(
+    added_tokens: tuple[tuple[str, bool], ...], chat_template: str, **extra_config: Any
+) -> TokenizerSpec:
+    """A Qwen2-family tokenizer (QWEN2's pipeline and config) with its own added tokens and
+    template, as the Qwen-VL and Qwen-Omni checkpoints ship: every special added token but
+    the first (<|endoftext|>) listed as additional; `extra_config` joins QWEN2's."""
+    return TokenizerSpec(
+        pretokenize_regex=QWEN2.pretokenize_regex,
+        nfc=True,
+        added_tokens=added_tokens,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=tuple(t for t, special in added_tokens[1:] if special),
+        chat_template=chat_template,
+        tokenizer_class="Qwen2Tokenizer",
+        post_processor_adds_bos=False,
+        extra_config={**QWEN2.extra_config, **extra_config},
+    )
+
+
 LLAMA3 = TokenizerSpec(
     pretokenize_regex=LLAMA3_PRETOKENIZE_REGEX,
     nfc=False,

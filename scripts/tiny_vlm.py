@@ -27,12 +27,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from scripts.tiny_tokenizer import (
-    QWEN2,
-    TokenizerSpec,
-    train_tokenizer,
-    write_tokenizer_files,
-)
+from scripts.tiny_tokenizer import qwen_tokenizer, train_tokenizer, write_tokenizer_files
 
 SEED = 0
 
@@ -57,37 +52,28 @@ QWEN2_VL_CHAT_TEMPLATE = (
     "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
-# Qwen2-VL's added tokens, in its id order (all special).
-_VL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
+# Qwen2-VL's added tokens, in its id order: (content, special), all special.
+QWEN2_VL_TOKENS: tuple[tuple[str, bool], ...] = tuple(
+    (t, True)
+    for t in (
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|object_ref_start|>",
+        "<|object_ref_end|>",
+        "<|box_start|>",
+        "<|box_end|>",
+        "<|quad_start|>",
+        "<|quad_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|vision_pad|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    )
 )
 
-TOKENIZER = TokenizerSpec(
-    pretokenize_regex=QWEN2.pretokenize_regex,
-    nfc=True,
-    added_tokens=tuple((t, True) for t in _VL_TOKENS),
-    bos_token=None,
-    eos_token="<|im_end|>",
-    pad_token="<|endoftext|>",
-    additional_special_tokens=_VL_TOKENS[1:],
-    chat_template=QWEN2_VL_CHAT_TEMPLATE,
-    tokenizer_class="Qwen2Tokenizer",
-    post_processor_adds_bos=False,
-    extra_config=dict(QWEN2.extra_config),
-)
+TOKENIZER = qwen_tokenizer(QWEN2_VL_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
 
 # Images are resized to multiples of 28 pixels (patch 14 x merge 2) within these bounds; a
 # small ceiling keeps a test image to at most 64 tokens.
@@ -161,100 +147,157 @@ SIZES: Mapping[str, VlmDims] = {
 }
 
 
-def config(d: VlmDims, tid: Any) -> dict[str, Any]:
-    half = d.head_dim // 2
-    # Qwen2-VL splits the rotary half-dimension 16:24:24 between time, height and width.
+def mrope_section(half: int) -> list[int]:
+    """Qwen-VL's split of the rotary half-dimension between time, height and width (16:24:24
+    in the real ones): time gets a quarter, height and width share the rest."""
     section = [half // 4, (half - half // 4) // 2]
-    section.append(half - sum(section))
+    return section + [half - sum(section)]
+
+
+def vision_token_ids(tid: Any) -> dict[str, int]:
+    """The config fields naming Qwen-VL's image, video and vision-marker token ids."""
     return {
-        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "image_token_id": tid("<|image_pad|>"),
+        "video_token_id": tid("<|video_pad|>"),
+        "vision_start_token_id": tid("<|vision_start|>"),
+        "vision_end_token_id": tid("<|vision_end|>"),
+        "vision_token_id": tid("<|vision_pad|>"),
+    }
+
+
+# How Qwen2-VL's and Qwen2.5-VL's towers cut an RGB image: 14 px patches, two frames deep,
+# merged 2 x 2 into one token (their `vision_config` fields).
+QWEN2_VL_PATCHING: dict[str, int] = {
+    "in_chans": 3,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "spatial_patch_size": 14,
+    "temporal_patch_size": 2,
+}
+
+
+def qwen2_vl_shared_config(d: VlmDims, tid: Any) -> dict[str, Any]:
+    """The config.json fields Qwen2-VL and Qwen2.5-VL share: the Qwen2 language model (flat,
+    not nested) and the vision token ids; each adds its architecture, mRoPE and vision tower."""
+    return {
         "attention_dropout": 0.0,
         "bos_token_id": tid("<|endoftext|>"),
         "eos_token_id": tid("<|im_end|>"),
         "hidden_act": "silu",
         "hidden_size": d.hidden,
-        "image_token_id": tid("<|image_pad|>"),
         "initializer_range": 0.02,
         "intermediate_size": d.intermediate,
         "max_position_embeddings": d.max_positions,
         "max_window_layers": d.layers,
-        "model_type": "qwen2_vl",
         "num_attention_heads": d.heads,
         "num_hidden_layers": d.layers,
         "num_key_value_heads": d.kv_heads,
         "rms_norm_eps": 1e-06,
-        "rope_scaling": {"mrope_section": section, "rope_type": "default", "type": "mrope"},
         "rope_theta": 1000000.0,
         "sliding_window": d.max_positions,
         "tie_word_embeddings": True,
         "torch_dtype": "float32",
         "use_cache": True,
         "use_sliding_window": False,
-        "video_token_id": tid("<|video_pad|>"),
+        "vocab_size": d.vocab,
+        **vision_token_ids(tid),
+    }
+
+
+def config(d: VlmDims, tid: Any) -> dict[str, Any]:
+    section = mrope_section(d.head_dim // 2)
+    return {
+        **qwen2_vl_shared_config(d, tid),
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": "qwen2_vl",
+        "rope_scaling": {"mrope_section": section, "rope_type": "default", "type": "mrope"},
         "vision_config": {
             "depth": d.vision_depth,
             "embed_dim": d.vision_dim,
             "hidden_size": d.hidden,
-            "in_chans": 3,
             "mlp_ratio": d.vision_mlp_ratio,
             "num_heads": d.vision_heads,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "spatial_patch_size": 14,
-            "temporal_patch_size": 2,
+            **QWEN2_VL_PATCHING,
         },
-        "vision_end_token_id": tid("<|vision_end|>"),
-        "vision_start_token_id": tid("<|vision_start|>"),
-        "vision_token_id": tid("<|vision_pad|>"),
-        "vocab_size": d.vocab,
     }
 
 
 def generation_config(tid: Any) -> dict[str, Any]:
+    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
+
     # Qwen2-VL-Instruct's published defaults.
-    return {
-        "bos_token_id": tid("<|endoftext|>"),
-        "do_sample": True,
-        "eos_token_id": [tid("<|im_end|>"), tid("<|endoftext|>")],
-        "pad_token_id": tid("<|endoftext|>"),
-        "temperature": 0.01,
-        "top_k": 1,
-        "top_p": 0.001,
-    }
+    return qwen_generation_config(tid, temperature=0.01, top_p=0.001, top_k=1)
 
 
-def vision_weights(d: VlmDims) -> dict[str, np.ndarray]:
-    """Random float32 weights of the vision tower, named like transformers' `visual.*`."""
+# name -> (shape, std | "ones" | "zeros"): what `materialize` turns into tensors.
+Specs = dict[str, tuple[tuple[int, ...], float | str]]
+
+
+def linear(name: str, out: int, inp: int, bias: bool = True, gain: float = 1.0) -> Specs:
+    """A linear layer's weight (N(0, gain^2 / fan_in)) and zero bias, PyTorch layout."""
+    specs: Specs = {name + ".weight": ((out, inp), gain * inp**-0.5)}
+    if bias:
+        specs[name + ".bias"] = ((out,), "zeros")
+    return specs
+
+
+def norm(name: str, dim: int, bias: bool = True) -> Specs:
+    """A LayerNorm (or, without bias, RMSNorm) at identity: weight ones, bias zeros."""
+    specs: Specs = {name + ".weight": ((dim,), "ones")}
+    if bias:
+        specs[name + ".bias"] = ((dim,), "zeros")
+    return specs
+
+
+def materialize(specs: Specs) -> dict[str, np.ndarray]:
+    return {name: _tensor(name, shape, std) for name, (shape, std) in specs.items()}
+
+
+def qwen_vision_block(prefix: str, dim: int, mlp: int, variant: str) -> Specs:
+    """One block of a Qwen vision tower: two norms, fused-qkv attention, then the MLP.
+
+    `variant` "qwen2_vl": LayerNorms, GELU MLP `fc1` / `fc2`; "qwen2_5_vl": RMSNorms, SwiGLU
+    MLP `gate_proj` / `up_proj` / `down_proj`; "qwen3_vl" (also Qwen3-Omni's tower):
+    LayerNorms, MLP `linear_fc1` / `linear_fc2`.
+    """
+    layer_norm = variant != "qwen2_5_vl"
+    specs = norm(prefix + "norm1", dim, bias=layer_norm) | norm(prefix + "norm2", dim, layer_norm)
+    specs |= linear(prefix + "attn.qkv", 3 * dim, dim) | linear(prefix + "attn.proj", dim, dim)
+    if variant == "qwen2_5_vl":
+        specs |= linear(prefix + "mlp.gate_proj", mlp, dim) | linear(
+            prefix + "mlp.up_proj", mlp, dim
+        )
+        return specs | linear(prefix + "mlp.down_proj", dim, mlp)
+    fc = {"qwen2_vl": "mlp.fc", "qwen3_vl": "mlp.linear_fc"}[variant]
+    return specs | linear(f"{prefix}{fc}1", mlp, dim) | linear(f"{prefix}{fc}2", dim, mlp)
+
+
+def qwen_patch_merger(
+    prefix: str, merged: int, out: int, norm_dim: int, bias: bool = True
+) -> Specs:
+    """The patch merger `ln_q` -> `mlp.0` -> GELU -> `mlp.2` that turns 2x2 patches into one
+    language-model token (`merged` = 4 x the tower's width; normalized before the 2x2 shuffle
+    when `norm_dim` is the tower's width, after it when it is `merged`)."""
+    return (
+        norm(prefix + "ln_q", norm_dim, bias)
+        | linear(prefix + "mlp.0", merged, merged)
+        | linear(prefix + "mlp.2", out, merged)
+    )
+
+
+def qwen_vision_weights(d: VlmDims, variant: str) -> dict[str, np.ndarray]:
+    """Random float32 weights of a Qwen2-VL ("qwen2_vl") or Qwen2.5-VL ("qwen2_5_vl") vision
+    tower, named like transformers' `visual.*`: a 14 px Conv3d patch embedding without bias,
+    the blocks (`qwen_vision_block`) and the merger (Qwen2.5-VL's `ln_q` is an RMSNorm)."""
     dim, merged = d.vision_dim, d.vision_dim * 4  # spatial_merge_size 2: 2x2 patches merged
-    mlp = dim * d.vision_mlp_ratio
-    patch_in = 3 * 2 * 14 * 14
-    specs: dict[str, tuple[tuple[int, ...], float | str]] = {
+    specs: Specs = {
         # PyTorch Conv3d layout: out, in, time, height, width.
-        "visual.patch_embed.proj.weight": ((dim, 3, 2, 14, 14), patch_in**-0.5),
-        "visual.merger.ln_q.weight": ((dim,), "ones"),
-        "visual.merger.ln_q.bias": ((dim,), "zeros"),
-        "visual.merger.mlp.0.weight": ((merged, merged), merged**-0.5),
-        "visual.merger.mlp.0.bias": ((merged,), "zeros"),
-        "visual.merger.mlp.2.weight": ((d.hidden, merged), merged**-0.5),
-        "visual.merger.mlp.2.bias": ((d.hidden,), "zeros"),
+        "visual.patch_embed.proj.weight": ((dim, 3, 2, 14, 14), (3 * 2 * 14 * 14) ** -0.5),
+        **qwen_patch_merger("visual.merger.", merged, d.hidden, dim, bias=variant == "qwen2_vl"),
     }
     for i in range(d.vision_depth):
-        p = f"visual.blocks.{i}."
-        specs |= {
-            p + "norm1.weight": ((dim,), "ones"),
-            p + "norm1.bias": ((dim,), "zeros"),
-            p + "norm2.weight": ((dim,), "ones"),
-            p + "norm2.bias": ((dim,), "zeros"),
-            p + "attn.qkv.weight": ((3 * dim, dim), dim**-0.5),
-            p + "attn.qkv.bias": ((3 * dim,), "zeros"),
-            p + "attn.proj.weight": ((dim, dim), dim**-0.5),
-            p + "attn.proj.bias": ((dim,), "zeros"),
-            p + "mlp.fc1.weight": ((mlp, dim), dim**-0.5),
-            p + "mlp.fc1.bias": ((mlp,), "zeros"),
-            p + "mlp.fc2.weight": ((dim, mlp), mlp**-0.5),
-            p + "mlp.fc2.bias": ((dim,), "zeros"),
-        }
-    return {name: _tensor(name, shape, std) for name, (shape, std) in specs.items()}
+        specs |= qwen_vision_block(f"visual.blocks.{i}.", dim, dim * d.vision_mlp_ratio, variant)
+    return materialize(specs)
 
 
 def _tensor(name: str, shape: tuple[int, ...], std: float | str) -> np.ndarray:
@@ -266,32 +309,55 @@ def _tensor(name: str, shape: tuple[int, ...], std: float | str) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
 
 
+def text_weights(
+    d: VlmDims, zero_rows: list[int], qk_norm: bool, prefix: str
+) -> dict[str, np.ndarray]:
+    """The decoder of `scripts.tiny_checkpoint` (Qwen3 layout when `qk_norm`, else Qwen2's
+    without attention biases), its `model.` renamed to `prefix`."""
+    from scripts.tiny_checkpoint import decoder_weights  # it imports this module
+
+    config = {
+        "hidden_size": d.hidden,
+        "vocab_size": d.vocab,
+        "head_dim": d.head_dim,
+        "intermediate_size": d.intermediate,
+        "num_attention_heads": d.heads,
+        "num_key_value_heads": d.kv_heads,
+        "num_hidden_layers": d.layers,
+        "model_type": "qwen3" if qk_norm else "qwen2",
+        "tie_word_embeddings": True,
+    }
+    weights = decoder_weights(config, zero_rows=zero_rows)
+    return {prefix + k.removeprefix("model."): v for k, v in weights.items()}
+
+
+def qwen2_text_weights(d: VlmDims, zero_rows: list[int]) -> dict[str, np.ndarray]:
+    """Qwen2-VL's and Qwen2.5-VL's language model, `model.*`: the decoder plus Qwen2's
+    q/k/v biases (zero here: they only shift the logits)."""
+    text = text_weights(d, zero_rows, qk_norm=False, prefix="model.")
+    q_out, kv_out = d.heads * d.head_dim, d.kv_heads * d.head_dim
+    for i in range(d.layers):
+        p = f"model.layers.{i}.self_attn."
+        text[p + "q_proj.bias"] = np.zeros(q_out, dtype=np.float32)
+        text[p + "k_proj.bias"] = np.zeros(kv_out, dtype=np.float32)
+        text[p + "v_proj.bias"] = np.zeros(kv_out, dtype=np.float32)
+    return text
+
+
 def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     """Write every file of a tiny Qwen2-VL checkpoint into `out_dir`; return its parameters.
 
     Signature of `scripts.tiny_checkpoint.Arch.build` (`arch` is unused here)."""
-    # Imported here: scripts.tiny_checkpoint imports this module.
-    from scripts.tiny_checkpoint import decoder_weights
-
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)
-    cfg = config(dims, tid)
-    _write_json(out_dir / "config.json", cfg)
+    _write_json(out_dir / "config.json", config(dims, tid))
     _write_json(out_dir / "generation_config.json", generation_config(tid))
     _write_json(
         out_dir / "preprocessor_config.json", {**PREPROCESSOR_CONFIG, "max_pixels": dims.max_pixels}
     )
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
-    text = decoder_weights({**cfg, "head_dim": dims.head_dim}, zero_rows=added_ids)
-    # Qwen2 attention has biases on q, k and v (zero here: they only shift the logits).
-    q_out, kv_out = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
-    for i in range(dims.layers):
-        p = f"model.layers.{i}.self_attn."
-        text[p + "q_proj.bias"] = np.zeros(q_out, dtype=np.float32)
-        text[p + "k_proj.bias"] = np.zeros(kv_out, dtype=np.float32)
-        text[p + "v_proj.bias"] = np.zeros(kv_out, dtype=np.float32)
-    tensors = {**text, **vision_weights(dims)}
+    tensors = {**qwen2_text_weights(dims, added_ids), **qwen_vision_weights(dims, "qwen2_vl")}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
 

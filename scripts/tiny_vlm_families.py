@@ -41,8 +41,8 @@ from tokenizers import (
 )
 
 from scripts.tiny_tokenizer import (
-    QWEN2,
     TokenizerSpec,
+    qwen_tokenizer,
     stdlib_corpus,
     train_tokenizer,
     write_tokenizer_files,
@@ -50,80 +50,38 @@ from scripts.tiny_tokenizer import (
 from scripts.tiny_vlm import (
     PREPROCESSOR_CONFIG,
     QWEN2_VL_CHAT_TEMPLATE,
+    QWEN2_VL_PATCHING,
+    QWEN2_VL_TOKENS,
+    Specs,
     VlmDims,
-    _tensor,
+    linear,
+    materialize,
+    mrope_section,
+    norm,
+    qwen2_text_weights,
+    qwen2_vl_shared_config,
+    qwen_vision_block,
+    qwen_vision_weights,
+    text_weights,
+    vision_token_ids,
 )
+from scripts.tiny_vlm import SIZES as QWEN2_VL_SIZES
 
-# One size per family (~1-2M parameters): loads and answers about a small image at once.
-TINY = VlmDims(
-    hidden=128,
-    layers=2,
-    heads=4,
-    kv_heads=2,
-    intermediate=256,
-    vocab=4096,
-    vision_depth=2,
-    vision_dim=64,
-    vision_heads=4,
-    vision_mlp_ratio=2,
-)
-SIZES: Mapping[str, VlmDims] = {"tiny": TINY}
-
-Specs = dict[str, tuple[tuple[int, ...], float | str]]  # name -> (shape, std | "ones" | "zeros")
-
-
-def _materialize(specs: Specs) -> dict[str, np.ndarray]:
-    return {name: _tensor(name, shape, std) for name, (shape, std) in specs.items()}
+# One size per family (~1-2M parameters), the shape of the tiny Qwen2-VL: loads and answers
+# about a small image at once.
+SIZES: Mapping[str, VlmDims] = {"tiny": QWEN2_VL_SIZES["tiny"]}
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def _text_weights(
-    d: VlmDims, zero_rows: list[int], qk_norm: bool, prefix: str
-) -> dict[str, np.ndarray]:
-    """The decoder of `scripts.tiny_checkpoint` (Qwen3 layout when `qk_norm`), renamed."""
-    from scripts.tiny_checkpoint import decoder_weights  # it imports this module
-
-    config = {
-        "hidden_size": d.hidden,
-        "vocab_size": d.vocab,
-        "head_dim": d.head_dim,
-        "intermediate_size": d.intermediate,
-        "num_attention_heads": d.heads,
-        "num_key_value_heads": d.kv_heads,
-        "num_hidden_layers": d.layers,
-        "model_type": "qwen3" if qk_norm else "qwen2",
-        "tie_word_embeddings": True,
-    }
-    weights = decoder_weights(config, zero_rows=zero_rows)
-    return {prefix + k.removeprefix("model."): v for k, v in weights.items()}
-
-
 # --- Qwen2.5-VL and Qwen3-VL: Qwen2-VL's tokens and processor, their own towers -------------
 
-# Qwen2.5-VL's and Qwen3-VL's added tokens in id order: (content, special).
-_QWEN_VL_TOKENS: tuple[tuple[str, bool], ...] = (
-    *(
-        (t, True)
-        for t in (
-            "<|endoftext|>",
-            "<|im_start|>",
-            "<|im_end|>",
-            "<|object_ref_start|>",
-            "<|object_ref_end|>",
-            "<|box_start|>",
-            "<|box_end|>",
-            "<|quad_start|>",
-            "<|quad_end|>",
-            "<|vision_start|>",
-            "<|vision_end|>",
-            "<|vision_pad|>",
-            "<|image_pad|>",
-            "<|video_pad|>",
-        )
-    ),
+# Qwen2.5-VL's and Qwen3-VL's added tokens in id order: (content, special); Qwen2-VL's, then
+# tool and fill-in-the-middle tokens (not special).
+QWEN2_5_VL_TOKENS: tuple[tuple[str, bool], ...] = (
+    *QWEN2_VL_TOKENS,
     ("<tool_call>", False),
     ("</tool_call>", False),
     ("<|fim_prefix|>", False),
@@ -133,7 +91,8 @@ _QWEN_VL_TOKENS: tuple[tuple[str, bool], ...] = (
     ("<|repo_name|>", False),
     ("<|file_sep|>", False),
 )
-_QWEN3_EXTRA_TOKENS = (
+QWEN3_VL_TOKENS: tuple[tuple[str, bool], ...] = (
+    *QWEN2_5_VL_TOKENS,
     ("<tool_response>", False),
     ("</tool_response>", False),
     ("<think>", False),
@@ -257,97 +216,29 @@ QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
 """
 
 
-def _qwen_tokenizer(tokens: tuple[tuple[str, bool], ...], template: str) -> TokenizerSpec:
-    return TokenizerSpec(
-        pretokenize_regex=QWEN2.pretokenize_regex,
-        nfc=True,
-        added_tokens=tokens,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=tuple(t for t, special in tokens[1:] if special),
-        chat_template=template,
-        tokenizer_class="Qwen2Tokenizer",
-        post_processor_adds_bos=False,
-        extra_config=dict(QWEN2.extra_config),
-    )
-
-
-QWEN2_5_VL_TOKENIZER = _qwen_tokenizer(_QWEN_VL_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
-QWEN3_VL_TOKENIZER = _qwen_tokenizer(_QWEN_VL_TOKENS + _QWEN3_EXTRA_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
-
-
-def _mrope_section(half: int) -> list[int]:
-    # Time gets a quarter of the rotary half-dimension, height and width share the rest.
-    section = [half // 4, (half - half // 4) // 2]
-    return section + [half - sum(section)]
-
-
-def _vision_token_ids(tid: Any) -> dict[str, int]:
-    return {
-        "image_token_id": tid("<|image_pad|>"),
-        "video_token_id": tid("<|video_pad|>"),
-        "vision_start_token_id": tid("<|vision_start|>"),
-        "vision_end_token_id": tid("<|vision_end|>"),
-        "vision_token_id": tid("<|vision_pad|>"),
-    }
-
-
-def _qwen_generation_config(tid: Any, temperature: float, top_p: float, top_k: int) -> dict:
-    return {
-        "bos_token_id": tid("<|endoftext|>"),
-        "do_sample": True,
-        "eos_token_id": [tid("<|im_end|>"), tid("<|endoftext|>")],
-        "pad_token_id": tid("<|endoftext|>"),
-        "temperature": temperature,
-        "top_k": top_k,
-        "top_p": top_p,
-    }
+QWEN2_5_VL_TOKENIZER = qwen_tokenizer(QWEN2_5_VL_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
+QWEN3_VL_TOKENIZER = qwen_tokenizer(QWEN3_VL_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
 
 
 def qwen2_5_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
     return {
+        **qwen2_vl_shared_config(d, tid),
         "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-        "attention_dropout": 0.0,
-        "bos_token_id": tid("<|endoftext|>"),
-        "eos_token_id": tid("<|im_end|>"),
-        "hidden_act": "silu",
-        "hidden_size": d.hidden,
-        "initializer_range": 0.02,
-        "intermediate_size": d.intermediate,
-        "max_position_embeddings": d.max_positions,
-        "max_window_layers": d.layers,
         "model_type": "qwen2_5_vl",
-        "num_attention_heads": d.heads,
-        "num_hidden_layers": d.layers,
-        "num_key_value_heads": d.kv_heads,
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": {"mrope_section": _mrope_section(d.head_dim // 2), "type": "mrope"},
-        "rope_theta": 1000000.0,
-        "sliding_window": d.max_positions,
-        "tie_word_embeddings": True,
-        "torch_dtype": "float32",
-        "use_cache": True,
-        "use_sliding_window": False,
+        "rope_scaling": {"mrope_section": mrope_section(d.head_dim // 2), "type": "mrope"},
         "vision_config": {
             "depth": d.vision_depth,
             # The last block of each group attends globally, the others within windows.
             "fullatt_block_indexes": [d.vision_depth - 1],
             "hidden_act": "silu",
             "hidden_size": d.vision_dim,
-            "in_chans": 3,
             "intermediate_size": d.vision_dim * d.vision_mlp_ratio,
             "num_heads": d.vision_heads,
             "out_hidden_size": d.hidden,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "spatial_patch_size": 14,
-            "temporal_patch_size": 2,
             "tokens_per_second": 2,
             "window_size": 112,
+            **QWEN2_VL_PATCHING,
         },
-        "vocab_size": d.vocab,
-        **_vision_token_ids(tid),
     }
 
 
@@ -355,37 +246,9 @@ def qwen2_5_vl_generation_config(tid: Any) -> dict[str, Any]:
     # Qwen2.5-VL-Instruct's published defaults, without its repetition_penalty of 1.05: the
     # server applies a checkpoint's penalty while mlx-vlm's generate ignores it, and the
     # equivalence tests compare the two.
-    return _qwen_generation_config(tid, temperature=0.1, top_p=0.001, top_k=1)
+    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
 
-
-def _qwen2_5_vision_specs(d: VlmDims) -> Specs:
-    dim, merged, mlp = d.vision_dim, d.vision_dim * 4, d.vision_dim * d.vision_mlp_ratio
-    specs: Specs = {
-        # PyTorch Conv3d layout: out, in, time, height, width; no bias.
-        "visual.patch_embed.proj.weight": ((dim, 3, 2, 14, 14), (3 * 2 * 14 * 14) ** -0.5),
-        "visual.merger.ln_q.weight": ((dim,), "ones"),
-        "visual.merger.mlp.0.weight": ((merged, merged), merged**-0.5),
-        "visual.merger.mlp.0.bias": ((merged,), "zeros"),
-        "visual.merger.mlp.2.weight": ((d.hidden, merged), merged**-0.5),
-        "visual.merger.mlp.2.bias": ((d.hidden,), "zeros"),
-    }
-    for i in range(d.vision_depth):
-        p = f"visual.blocks.{i}."
-        specs |= {
-            p + "norm1.weight": ((dim,), "ones"),
-            p + "norm2.weight": ((dim,), "ones"),
-            p + "attn.qkv.weight": ((3 * dim, dim), dim**-0.5),
-            p + "attn.qkv.bias": ((3 * dim,), "zeros"),
-            p + "attn.proj.weight": ((dim, dim), dim**-0.5),
-            p + "attn.proj.bias": ((dim,), "zeros"),
-            p + "mlp.gate_proj.weight": ((mlp, dim), dim**-0.5),
-            p + "mlp.gate_proj.bias": ((mlp,), "zeros"),
-            p + "mlp.up_proj.weight": ((mlp, dim), dim**-0.5),
-            p + "mlp.up_proj.bias": ((mlp,), "zeros"),
-            p + "mlp.down_proj.weight": ((dim, mlp), mlp**-0.5),
-            p + "mlp.down_proj.bias": ((dim,), "zeros"),
-        }
-    return specs
+    return qwen_generation_config(tid, temperature=0.1, top_p=0.001, top_k=1)
 
 
 def build_qwen2_5_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
@@ -399,16 +262,7 @@ def build_qwen2_5_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
     preprocessor = {**PREPROCESSOR_CONFIG, "processor_class": "Qwen2_5_VLProcessor"}
     _write_json(out_dir / "preprocessor_config.json", preprocessor)
     special = [tid(t) for t, _ in spec.added_tokens]
-    text = _text_weights(dims, special, qk_norm=False, prefix="model.")
-    q_out, kv_out = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
-    for i in range(dims.layers):  # Qwen2 attention has q/k/v biases
-        p = f"model.layers.{i}.self_attn."
-        text |= {
-            p + "q_proj.bias": np.zeros(q_out, np.float32),
-            p + "k_proj.bias": np.zeros(kv_out, np.float32),
-            p + "v_proj.bias": np.zeros(kv_out, np.float32),
-        }
-    tensors = {**text, **_materialize(_qwen2_5_vision_specs(dims))}
+    tensors = {**qwen2_text_weights(dims, special), **qwen_vision_weights(dims, "qwen2_5_vl")}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
 
@@ -442,7 +296,7 @@ def qwen3_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
             "rms_norm_eps": 1e-06,
             "rope_scaling": {
                 "mrope_interleaved": True,
-                "mrope_section": _mrope_section(d.head_dim // 2),
+                "mrope_section": mrope_section(d.head_dim // 2),
                 "rope_type": "default",
             },
             "rope_theta": 5000000,
@@ -468,25 +322,24 @@ def qwen3_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
             "spatial_merge_size": 2,
             "temporal_patch_size": 2,
         },
-        **_vision_token_ids(tid),
+        **vision_token_ids(tid),
     }
 
 
 def qwen3_vl_generation_config(tid: Any) -> dict[str, Any]:
     # Qwen3-VL-Instruct's published defaults.
-    return _qwen_generation_config(tid, temperature=0.7, top_p=0.8, top_k=20)
+    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
+
+    return qwen_generation_config(tid, temperature=0.7, top_p=0.8, top_k=20)
 
 
 def _merger_specs(prefix: str, dim: int, out: int, norm_dim: int) -> Specs:
     merged = dim * 4
-    return {
-        prefix + "norm.weight": ((norm_dim,), "ones"),
-        prefix + "norm.bias": ((norm_dim,), "zeros"),
-        prefix + "linear_fc1.weight": ((merged, merged), merged**-0.5),
-        prefix + "linear_fc1.bias": ((merged,), "zeros"),
-        prefix + "linear_fc2.weight": ((out, merged), merged**-0.5),
-        prefix + "linear_fc2.bias": ((out,), "zeros"),
-    }
+    return (
+        norm(prefix + "norm", norm_dim)
+        | linear(prefix + "linear_fc1", merged, merged)
+        | linear(prefix + "linear_fc2", out, merged)
+    )
 
 
 def _qwen3_vision_specs(d: VlmDims) -> Specs:
@@ -501,21 +354,7 @@ def _qwen3_vision_specs(d: VlmDims) -> Specs:
     for j in range(d.vision_depth):
         specs |= _merger_specs(f"{v}deepstack_merger_list.{j}.", dim, d.hidden, dim * 4)
     for i in range(d.vision_depth):
-        p = f"{v}blocks.{i}."
-        specs |= {
-            p + "norm1.weight": ((dim,), "ones"),
-            p + "norm1.bias": ((dim,), "zeros"),
-            p + "norm2.weight": ((dim,), "ones"),
-            p + "norm2.bias": ((dim,), "zeros"),
-            p + "attn.qkv.weight": ((3 * dim, dim), dim**-0.5),
-            p + "attn.qkv.bias": ((3 * dim,), "zeros"),
-            p + "attn.proj.weight": ((dim, dim), dim**-0.5),
-            p + "attn.proj.bias": ((dim,), "zeros"),
-            p + "mlp.linear_fc1.weight": ((mlp, dim), dim**-0.5),
-            p + "mlp.linear_fc1.bias": ((mlp,), "zeros"),
-            p + "mlp.linear_fc2.weight": ((dim, mlp), mlp**-0.5),
-            p + "mlp.linear_fc2.bias": ((dim,), "zeros"),
-        }
+        specs |= qwen_vision_block(f"{v}blocks.{i}.", dim, mlp, "qwen3_vl")
     return specs
 
 
@@ -542,8 +381,8 @@ def build_qwen3_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
     del video["image_processor_type"]
     _write_json(out_dir / "video_preprocessor_config.json", video)
     special = [tid(t) for t, _ in spec.added_tokens]
-    text = _text_weights(dims, special, qk_norm=True, prefix="model.language_model.")
-    tensors = {**text, **_materialize(_qwen3_vision_specs(dims))}
+    text = text_weights(dims, special, qk_norm=True, prefix="model.language_model.")
+    tensors = {**text, **materialize(_qwen3_vision_specs(dims))}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
 
@@ -766,7 +605,7 @@ GEMMA3_PREPROCESSOR_CONFIG: dict[str, Any] = {
 
 
 def _gemma3_text_weights(d: VlmDims, zero_rows: list[int]) -> dict[str, np.ndarray]:
-    weights = _text_weights(d, zero_rows, qk_norm=True, prefix="language_model.model.")
+    weights = text_weights(d, zero_rows, qk_norm=True, prefix="language_model.model.")
     for name, value in weights.items():
         if name.endswith("norm.weight"):
             value[:] = 0.0  # Gemma's RMSNorm scales by 1 + weight
@@ -776,9 +615,9 @@ def _gemma3_text_weights(d: VlmDims, zero_rows: list[int]) -> dict[str, np.ndarr
         # Gemma normalizes each branch before adding it to the residual stream; a gain keeps
         # the stream from being dominated by the current token's own (tied) embedding,
         # which makes greedy decoding repeat one token (the RESIDUAL_GAIN of the decoders).
-        for norm in ("post_attention_layernorm", "post_feedforward_layernorm"):
+        for branch_norm in ("post_attention_layernorm", "post_feedforward_layernorm"):
             gain = np.full(d.hidden, GEMMA3_BRANCH_GAIN - 1.0, np.float32)
-            weights[f"{p}{norm}.weight"] = gain
+            weights[f"{p}{branch_norm}.weight"] = gain
     return weights
 
 
@@ -797,19 +636,10 @@ def _gemma3_vision_specs(d: VlmDims) -> Specs:
     }
     for i in range(d.vision_depth):
         p = f"{v}encoder.layers.{i}."
-        specs |= {
-            p + "layer_norm1.weight": ((dim,), "ones"),
-            p + "layer_norm1.bias": ((dim,), "zeros"),
-            p + "layer_norm2.weight": ((dim,), "ones"),
-            p + "layer_norm2.bias": ((dim,), "zeros"),
-            p + "mlp.fc1.weight": ((mlp, dim), dim**-0.5),
-            p + "mlp.fc1.bias": ((mlp,), "zeros"),
-            p + "mlp.fc2.weight": ((dim, mlp), mlp**-0.5),
-            p + "mlp.fc2.bias": ((dim,), "zeros"),
-        }
+        specs |= norm(p + "layer_norm1", dim) | norm(p + "layer_norm2", dim)
+        specs |= linear(p + "mlp.fc1", mlp, dim) | linear(p + "mlp.fc2", dim, mlp)
         for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            specs[f"{p}self_attn.{proj}.weight"] = ((dim, dim), dim**-0.5)
-            specs[f"{p}self_attn.{proj}.bias"] = ((dim,), "zeros")
+            specs |= linear(f"{p}self_attn.{proj}", dim, dim)
     return specs
 
 
@@ -825,6 +655,6 @@ def build_gemma3(arch: object, dims: VlmDims, out_dir: Path) -> int:
     processor = {"image_seq_length": GEMMA3_TOKENS_PER_IMAGE, "processor_class": "Gemma3Processor"}
     _write_json(out_dir / "processor_config.json", processor)
     special = [tid(t) for t, _ in spec.added_tokens]
-    tensors = {**_gemma3_text_weights(dims, special), **_materialize(_gemma3_vision_specs(dims))}
+    tensors = {**_gemma3_text_weights(dims, special), **materialize(_gemma3_vision_specs(dims))}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())

@@ -8,19 +8,22 @@ request a family cannot honour is refused with a message naming the field instea
 silently ignored.
 
 `FAMILIES` is the supported list; a checkpoint of any other mlx-audio family fails at load
-with a message that names these. qwen3_tts, soprano, voxcpm2 and moss_tts_nano are exercised
-by the test suite on tiny checkpoints built offline; kokoro follows its mlx-audio signature.
+with a message that names these. All five are exercised by the test suite on tiny checkpoints
+built offline (kokoro where misaki, its G2P, is installed).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from worker.errors import bad_request
+
+log = logging.getLogger(__name__)
 
 DEFAULT_VOICE = "default"  # the one "preset" of a single-voice family
 
@@ -164,22 +167,74 @@ SOPRANO = Family(
 
 # -- Kokoro: voice packs in voices/, the language is the voice name's first letter ---------
 
+KOKORO_DEFAULT_VOICE = "af_heart"  # what mlx-audio's Kokoro speaks with when given no voice
+# What each language's G2P needs (mlx-audio's KokoroPipeline imports these lazily).
+_KOKORO_G2P_NEEDS = {
+    "a": "misaki[en]",
+    "b": "misaki[en]",
+    "j": "misaki[ja]",
+    "z": "misaki[zh]",
+}
+_KOKORO_ESPEAK_NEEDS = "misaki, phonemizer-fork and espeakng-loader"
+
+
+def _kokoro_code(language: str) -> str:
+    """mlx-audio's one-letter language code for a code or one of its aliases ("es" -> "e")."""
+    from mlx_audio.tts.models.kokoro.pipeline import ALIASES
+
+    return ALIASES.get(language, language)
+
+
+def _kokoro_prepare(model: Any) -> None:
+    # Builds every language's pipeline (its G2P) now: mlx-audio would build it on a request,
+    # printing to stdout and failing there when its misaki extra is missing. A language whose
+    # G2P does not load here is left out of the model's languages; none at all fails the load.
+    from mlx_audio.tts.models.kokoro.pipeline import LANG_CODES
+
+    path = Path(model.config.model_path)
+    if not any((path / "voices").glob("*.safetensors")):
+        raise ValueError(f"{path} has no voice packs (voices/*.safetensors)")
+    missing = []
+    for code in LANG_CODES:
+        try:
+            model._get_pipeline(code)
+        except Exception as exc:
+            needs = _KOKORO_G2P_NEEDS.get(code, _KOKORO_ESPEAK_NEEDS)
+            missing.append(f"{code} (needs {needs}: {exc.__cause__ or exc})")
+    if missing:
+        log.warning("Kokoro languages left out, their G2P does not load: %s", "; ".join(missing))
+    if not model._pipelines:
+        raise ValueError(f"no language's G2P loads: pip install {_KOKORO_ESPEAK_NEEDS}")
+
+
+def _kokoro_languages(model: Any) -> list[str]:
+    from mlx_audio.tts.models.kokoro.pipeline import ALIASES
+
+    codes = sorted(model._pipelines)
+    return codes + sorted(alias for alias, code in ALIASES.items() if code in codes)
+
 
 def _kokoro_voices(model: Any, path: Path) -> list[dict[str, Any]]:
-    names = sorted(
-        {p.stem for p in (path / "voices").glob("*") if p.suffix in (".pt", ".safetensors")}
-    )
-    return [{"name": name, "language": name[:1]} for name in names]
+    # Only safetensors packs: mlx-audio looks for voices/<name>.safetensors and downloads
+    # anything else. Listed first (the default voice when a request names none): mlx-audio's
+    # own default, then voices whose language this server can speak.
+    names = {p.stem for p in (path / "voices").glob("*.safetensors")}
+    spoken = set(getattr(model, "_pipelines", ()))
+    order = sorted(names, key=lambda n: (n[:1] not in spoken, n != KOKORO_DEFAULT_VOICE, n))
+    return [{"name": name, "language": name[:1]} for name in order]
 
 
 def _kokoro_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"text": req.text, "speed": req.speed or 1.0}
-    if req.voice is not None:
-        kwargs["voice"] = req.voice
-        kwargs["lang_code"] = req.language or req.voice[:1]
-    elif req.language:
-        kwargs["lang_code"] = req.language
-    return kwargs
+    voice = req.voice or KOKORO_DEFAULT_VOICE
+    code = _kokoro_code(req.language) if req.language else voice[:1]
+    if code not in model._pipelines:
+        needs = _KOKORO_G2P_NEEDS.get(code, _KOKORO_ESPEAK_NEEDS)
+        listed = ", ".join(sorted(model._pipelines))
+        raise bad_request(
+            f"voice {voice!r} speaks language {code!r}, which needs {needs} on the server; "
+            f"send language with one of: {listed}"
+        )
+    return {"text": req.text, "voice": voice, "speed": req.speed or 1.0, "lang_code": code}
 
 
 KOKORO = Family(
@@ -189,11 +244,13 @@ KOKORO = Family(
     cloning=_none,
     descriptions=_none,
     instructions=_none,
-    languages=lambda model: ["a", "b", "e", "f", "h", "i", "j", "p", "z"],
+    languages=_kokoro_languages,
     speed=True,
     streams=False,
     kwargs=_kokoro_kwargs,
     passes_voice=True,
+    default_first_voice=True,
+    prepare=_kokoro_prepare,
 )
 
 

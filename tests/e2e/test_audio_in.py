@@ -17,8 +17,8 @@ import pytest
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.e2e import direct
 from tests.e2e.conftest import model_name, openai_client
-from tests.e2e.test_vision import data_url, png
 from tests.omni_audio import mp3_bytes, wav_bytes
+from tests.vision_helpers import data_url, png
 
 MAX_TOKENS = 16
 QUESTION = "What is said in this clip?"

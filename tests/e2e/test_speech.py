@@ -24,8 +24,8 @@ import soundfile
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.e2e.conftest import openai_client
 from tests.e2e.server import CLI
+from tests.speech_helpers import TEXT
 
-TEXT = "Hello there. How are you today?"
 INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
 LOSSY_SLACK = 2560  # samples a lossy codec may add (encoder delay, padding to whole frames)
 

@@ -9,29 +9,20 @@ reference audio is a 400 naming it and the worker goes on; saved voices outlive 
 from __future__ import annotations
 
 import base64
-import io
 import os
 import signal
 import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
-import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.e2e.test_speech import SAME_BLAS, TEXT, direct_pcm
+from tests.speech_helpers import sine_wav
 
 INTERVAL = 0.16
 REF_TEXT = "Hello there."
-
-
-def wav(seconds: float, rate: int = 8000, hz: float = 220.0) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    buffer = io.BytesIO()
-    soundfile.write(buffer, 0.3 * np.sin(2 * np.pi * hz * t), rate, format="WAV")
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def base(start_server, base_path):
 @pytest.fixture(scope="module")
 def ref_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("ref") / "ref.wav"
-    path.write_bytes(wav(1.2))
+    path.write_bytes(sine_wav(1.2, 8000))
     return path
 
 
@@ -133,8 +124,8 @@ def test_a_saved_voice_clones_the_same_voice_and_outlives_the_worker(base, base_
     ("ref", "ref_text", "words"),
     [
         (b"this is not audio", REF_TEXT, "could not be decoded"),
-        (wav(61.0), REF_TEXT, "longer than 60 s"),
-        (wav(0.1), REF_TEXT, "at least 0.5 s"),
+        (sine_wav(61.0, 8000), REF_TEXT, "longer than 60 s"),
+        (sine_wav(0.1, 8000), REF_TEXT, "at least 0.5 s"),
     ],
 )
 def test_bad_reference_audio_is_400_naming_it_and_the_worker_stays_up(

@@ -15,26 +15,19 @@ from functools import cache
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 from tests.e2e.conftest import openai_client
-from tests.e2e.test_speech import SAME_BLAS, TEXT
+from tests.e2e.test_speech import SAME_BLAS
+from tests.speech_helpers import TEXT, direct_mono_pcm, sine_wav
 
 DESCRIPTION = "A calm, low voice"
 
 
-def wav(seconds: float = 1.2, rate: int = 22050) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    buffer = io.BytesIO()
-    soundfile.write(buffer, 0.3 * np.sin(2 * np.pi * 220 * t), rate, format="WAV")
-    return buffer.getvalue()
-
-
-REF = wav()
+REF = sine_wav(1.2, 22050)
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +72,7 @@ def _direct_model(path: str):
 
 def direct_pcm(path: str, seed: int, ref_file: Path | None = None, **kwargs) -> bytes:
     """mlx-audio in this process, as its CLI calls it, as int16 PCM (channels averaged)."""
-    import mlx.core as mx
-    from mlx_audio.utils import load_audio
-
-    from worker.tts_audio import to_pcm16
-
-    model = _direct_model(path)
-    if ref_file is not None:
-        kwargs["ref_audio"] = load_audio(str(ref_file), sample_rate=model.sample_rate)
-    mx.random.seed(seed)
-    chunks = []
-    for result in model.generate(text=TEXT, **kwargs):
-        audio = np.asarray(result.audio, dtype=np.float32)
-        chunks.append(to_pcm16(audio.mean(axis=1) if audio.ndim == 2 else audio))
-    return b"".join(chunks)
+    return direct_mono_pcm(_direct_model(path), seed, ref_file, **kwargs)
 
 
 def speech(client, model: str, **kwargs) -> bytes:

@@ -7,45 +7,17 @@ The server runs the tiny random-weight Qwen2-VL checkpoint; the reference is
 from __future__ import annotations
 
 import base64
-import io
 
 import anthropic
 import pytest
-from PIL import Image
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.e2e import direct
 from tests.e2e.conftest import model_name, openai_client
+from tests.vision_helpers import mlx_vlm_message, openai_image_message, png
 
 MAX_TOKENS = 24
 QUESTION = "What is in this picture?"
-
-
-def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
-    """A deterministic noise picture (Pillow), PNG-encoded."""
-    import numpy as np
-
-    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG")
-    return out.getvalue()
-
-
-def data_url(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode()
-
-
-def openai_image_message(text: str, *images: bytes) -> dict:
-    parts: list[dict] = [{"type": "text", "text": text}]
-    parts += [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in images]
-    return {"role": "user", "content": parts}
-
-
-def mlx_vlm_message(text: str, n_images: int) -> dict:
-    return {
-        "role": "user",
-        "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n_images,
-    }
 
 
 @pytest.fixture(scope="module")

@@ -7,31 +7,16 @@ stopped after its family's tests; the reference is `tests.e2e.direct.greedy_vlm_
 
 from __future__ import annotations
 
-import base64
-import io
-
-import numpy as np
 import pytest
-from PIL import Image
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.e2e import direct
 from tests.e2e.conftest import model_name, openai_client
 from tests.e2e.server import ServerProcess
+from tests.vision_helpers import mlx_vlm_message, openai_image_message, png
 
 MAX_TOKENS = 16
 QUESTION = "What is in this picture?"
-
-
-def png(seed: int, size: tuple[int, int]) -> bytes:
-    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG")
-    return out.getvalue()
-
-
-def data_url(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
 @pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl", "gemma3"])
@@ -51,22 +36,14 @@ def test_image_chat_equals_direct_mlx_vlm(family):
     image = png(0, (96, 72))
     expected = direct.greedy_vlm_chat(
         path,
-        [{"role": "user", "content": [{"type": "text", "text": QUESTION}, {"type": "image"}]}],
+        [mlx_vlm_message(QUESTION, 1)],
         [image],
         MAX_TOKENS,
     )
 
     reply = openai_client(server).chat.completions.create(
         model=model_name(path),
-        messages=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": QUESTION},
-                    {"type": "image_url", "image_url": {"url": data_url(image)}},
-                ],
-            }
-        ],
+        messages=[openai_image_message(QUESTION, image)],
         max_tokens=MAX_TOKENS,
         temperature=0,
     )
@@ -82,25 +59,14 @@ def test_streamed_two_image_chat_equals_direct_mlx_vlm(family):
     images = [png(1, (224, 112)), png(2, (64, 96))]
     expected = direct.greedy_vlm_chat(
         path,
-        [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "Compare these."}] + [{"type": "image"}] * 2,
-            }
-        ],
+        [mlx_vlm_message("Compare these.", 2)],
         images,
         MAX_TOKENS,
     )
 
     chunks = openai_client(server).chat.completions.create(
         model=model_name(path),
-        messages=[
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "Compare these."}]
-                + [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in images],
-            }
-        ],
+        messages=[openai_image_message("Compare these.", *images)],
         max_tokens=MAX_TOKENS,
         temperature=0,
         stream=True,

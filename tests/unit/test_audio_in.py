@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import ErrorCode, FinishReason, SamplingParams, Submit
+from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.omni_audio import mp3_bytes, wav_bytes
-from tests.unit.test_vision_engine import png, run_all
+from tests.vision_helpers import chat_submit, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,16 +31,13 @@ def audio_message(text: str = QUESTION, images: int = 0) -> dict:
     return {"role": "user", "content": parts}
 
 
-def submit(rid: str, audios: list[bytes], images: list[bytes] = (), **sampling) -> Submit:
-    inputs: dict = {"messages": [audio_message(images=len(images))], "audios": audios}
-    if images:
-        inputs["images"] = list(images)
-    params = SamplingParams(
-        max_tokens=sampling.pop("max_tokens", MAX_TOKENS),
-        temperature=0.0,
-        logprobs=sampling.pop("logprobs", None),
+def submit(
+    rid: str, audios: list[bytes], images: list[bytes] = (), logprobs: int | None = None
+) -> Submit:
+    messages = [audio_message(images=len(images))]
+    return chat_submit(
+        rid, messages, max_tokens=MAX_TOKENS, images=images, audios=audios, logprobs=logprobs
     )
-    return Submit(rid, "chat", inputs, params, stream=False)
 
 
 @pytest.fixture(scope="module")

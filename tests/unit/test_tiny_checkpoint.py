@@ -458,3 +458,49 @@ def test_gemma3_tokenizer_is_sentencepiece_style_with_byte_fallback(image_famili
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
     assert "▁return" in tokenizer.convert_ids_to_tokens(ids)
     assert "<0xF0>" in tokenizer.convert_ids_to_tokens(ids)  # the emoji's first byte
+
+
+# Kokoro's upstream (PyTorch) names -> mlx-audio's, spelled out here rather than taken from
+# mlx-audio's own `sanitize`, so a weight the loader drops or misplaces is noticed.
+KOKORO_LSTM_RENAMES = {
+    "weight_ih_l0": "Wx_forward",
+    "weight_hh_l0": "Wh_forward",
+    "bias_ih_l0": "bias_ih_forward",
+    "bias_hh_l0": "bias_hh_forward",
+    "weight_ih_l0_reverse": "Wx_backward",
+    "weight_hh_l0_reverse": "Wh_backward",
+    "bias_ih_l0_reverse": "bias_ih_backward",
+    "bias_hh_l0_reverse": "bias_hh_backward",
+    "gamma": "weight",
+    "beta": "bias",
+}
+
+
+def test_mlx_audio_loads_every_weight_and_voice_pack_of_kokoro(tmp_path: Path) -> None:
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_audio.tts.models.kokoro.voice import load_voice_tensor
+    from mlx_audio.tts.utils import load_model
+
+    path = tc.ensure_checkpoint("kokoro", cache_dir=tmp_path)
+    model = load_model(path)
+    assert type(model).__module__ == "mlx_audio.tts.models.kokoro.kokoro"
+    assert model.sample_rate == 24000
+    written = {}
+    for name, value in mx.load(str(next(path.glob("*.safetensors")))).items():
+        head, _, leaf = name.rpartition(".")
+        written[f"{head}.{KOKORO_LSTM_RENAMES.get(leaf, leaf)}"] = value
+    params = dict(tree_flatten(model.parameters()))
+    assert sorted(params) == sorted(written)
+    for name, param in params.items():
+        value = written[name]
+        # Convolution kernels are stored (out, in, kernel), as PyTorch has them; MLX's are
+        # (out, kernel, in).
+        if param.shape != value.shape:
+            value = value.transpose(0, 2, 1)
+        assert mx.array_equal(param, value), name
+    voices = sorted(p.stem for p in (path / "voices").glob("*.safetensors"))
+    assert voices == sorted(("af_heart", "ef_dora", "ff_siwis"))
+    packs = [load_voice_tensor(str(path / "voices" / f"{v}.safetensors")) for v in voices]
+    assert all(pack.shape == (510, 1, 256) for pack in packs)
+    assert not mx.array_equal(packs[0], packs[1])

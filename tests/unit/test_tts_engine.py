@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from protocol.messages import Op, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.speech_helpers import TEXT, run, submit
 from worker.errors import RequestError
 from worker.tts_audio import decode_reference, to_pcm16
 from worker.tts_engine import TtsEngine, load_tts_engine
 
-TEXT = "Hello there. How are you today?"
 INTERVAL = 0.16  # the engine's default: 2 codec frames per streamed chunk
 
 
@@ -31,21 +30,6 @@ def qwen3() -> TtsEngine:
 @pytest.fixture(scope="module")
 def soprano() -> TtsEngine:
     return load_tts_engine(str(ensure_checkpoint("soprano")))
-
-
-def submit(rid: str, text: str = TEXT, **inputs) -> Submit:
-    return Submit(rid, Op.SPEECH, {"input": text, **inputs}, SamplingParams(max_tokens=1), True)
-
-
-def run(engine: TtsEngine, *submits: Submit) -> dict[str, list]:
-    """Every delta of every request, admit to terminal, stepping all of them together."""
-    out: dict[str, list] = {}
-    for s in submits:
-        out[s.request_id] = [engine.admit(s)]
-    while engine.active_ids():
-        for delta in engine.step():
-            out[delta.request_id].append(delta)
-    return out
 
 
 def pcm(deltas: list) -> bytes:

@@ -19,13 +19,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from protocol.messages import Op, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
+from tests.speech_helpers import TEXT, direct_mono_pcm, run, sine_wav, submit
 from worker.tts_audio import to_pcm16
 from worker.tts_engine import TtsEngine, load_tts_engine
 
-TEXT = "Hello there. How are you today?"
 VOX_PATCHES = VOXCPM2_SIZES["tiny"].max_new_tokens
 MOSS_FRAMES = MOSS_TTS_NANO_SIZES["tiny"].max_new_tokens
 
@@ -43,44 +42,14 @@ def moss() -> TtsEngine:
 @pytest.fixture(scope="module")
 def ref_wav(tmp_path_factory) -> Path:
     """A 1.2 s 22.05 kHz clip: neither model's rate, so the reference is resampled."""
-    rate = 22050
-    t = np.arange(int(1.2 * rate)) / rate
     path = tmp_path_factory.mktemp("ref") / "ref.wav"
-    soundfile.write(path, 0.3 * np.sin(2 * np.pi * 220 * t), rate)
+    path.write_bytes(sine_wav(1.2, 22050))
     return path
-
-
-def submit(rid: str, text: str = TEXT, **inputs) -> Submit:
-    return Submit(rid, Op.SPEECH, {"input": text, **inputs}, SamplingParams(max_tokens=1), True)
-
-
-def run(engine: TtsEngine, *submits: Submit) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for s in submits:
-        out[s.request_id] = [engine.admit(s)]
-    while engine.active_ids():
-        for delta in engine.step():
-            out[delta.request_id].append(delta)
-    return out
 
 
 def pcm(deltas: list) -> bytes:
     assert deltas[-1].finish_reason == "stop", deltas[-1].error
     return b"".join(d.audio for d in deltas if d.audio)
-
-
-def direct(model, seed: int, ref: Path | None = None, **kwargs) -> bytes:
-    """mlx-audio on its own; multi-channel audio averaged to mono as the engine documents."""
-    from mlx_audio.utils import load_audio
-
-    if ref is not None:
-        kwargs["ref_audio"] = load_audio(str(ref), sample_rate=model.sample_rate)
-    mx.random.seed(seed)
-    chunks = []
-    for result in model.generate(text=TEXT, **kwargs):
-        audio = np.asarray(result.audio, dtype=np.float32)
-        chunks.append(to_pcm16(audio.mean(axis=1) if audio.ndim == 2 else audio))
-    return b"".join(chunks)
 
 
 # -- VoxCPM2 -------------------------------------------------------------------------------
@@ -95,21 +64,21 @@ def test_voxcpm2_reports_no_presets_and_clones_or_designs_a_voice(voxcpm2):
 
 def test_seeded_voxcpm2_equals_direct_mlx_audio_sample_for_sample(voxcpm2):
     got = pcm(run(voxcpm2, submit("a", seed=3))["a"])
-    want = direct(voxcpm2.model, 3, max_tokens=VOX_PATCHES)
+    want = direct_mono_pcm(voxcpm2.model, 3, max_tokens=VOX_PATCHES)
     assert len(got) > 0 and got == want
 
 
 def test_voxcpm2_voice_design_equals_direct_instruct(voxcpm2):
     described = "A calm, low voice"
     got = pcm(run(voxcpm2, submit("a", seed=5, instructions=described))["a"])
-    want = direct(voxcpm2.model, 5, max_tokens=VOX_PATCHES, instruct=described)
+    want = direct_mono_pcm(voxcpm2.model, 5, max_tokens=VOX_PATCHES, instruct=described)
     assert got == want
     assert got != pcm(run(voxcpm2, submit("b", seed=5))["b"])  # the description is used
 
 
 def test_voxcpm2_cloned_voice_equals_direct_mlx_audio(voxcpm2, ref_wav):
     got = pcm(run(voxcpm2, submit("a", seed=4, ref_audio=ref_wav.read_bytes()))["a"])
-    assert got == direct(voxcpm2.model, 4, ref=ref_wav, max_tokens=VOX_PATCHES)
+    assert got == direct_mono_pcm(voxcpm2.model, 4, ref_wav, max_tokens=VOX_PATCHES)
 
 
 def test_voxcpm2_length_is_capped_by_max_new_tokens(voxcpm2):
@@ -170,7 +139,7 @@ def test_moss_tts_nano_first_seeded_request_equals_later_ones(ref_wav):
 
 def test_seeded_moss_tts_nano_equals_direct_mlx_audio_sample_for_sample(moss, ref_wav):
     got = pcm(run(moss, submit("a", seed=6, ref_audio=ref_wav.read_bytes()))["a"])
-    want = direct(moss.model, 6, ref=ref_wav, max_tokens=MOSS_FRAMES)
+    want = direct_mono_pcm(moss.model, 6, ref_wav, max_tokens=MOSS_FRAMES)
     assert len(got) > 0 and got == want
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import os
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from protocol.messages import ErrorCode, FinishReason, SamplingParams, Submit
+from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,45 +20,16 @@ QUESTION = "What is this?"
 MAX_TOKENS = 10
 
 
-def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
-    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG")
-    return out.getvalue()
-
-
-def image_message(text: str = QUESTION, n: int = 1) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n}
-
-
-def submit(rid: str, images: list[bytes], messages: list[dict] | None = None, **sampling) -> Submit:
-    inputs: dict = {"messages": messages or [image_message(n=len(images))]}
-    if images:
-        inputs["images"] = images
-    params = SamplingParams(
-        max_tokens=sampling.pop("max_tokens", MAX_TOKENS),
-        temperature=0.0,
-        logprobs=sampling.pop("logprobs", None),
-    )
-    return Submit(rid, "chat", inputs, params, stream=False)
-
-
-def run_all(engine: VisionEngine, *submits: Submit) -> dict[str, dict]:
-    """Admits every Submit, steps until all ended; per request: tokens, text, terminal Delta."""
-    out = {s.request_id: {"tokens": [], "text": "", "logprobs": [], "end": None} for s in submits}
-    for s in submits:
-        accepted = engine.admit(s)
-        if accepted.finish_reason is not None:
-            out[s.request_id]["end"] = accepted
-    while engine.active_ids():
-        for delta in engine.step():
-            entry = out[delta.request_id]
-            entry["tokens"] += delta.token_ids
-            entry["text"] += delta.text
-            entry["logprobs"] += [lp.logprob for lp in delta.logprobs or []]
-            if delta.finish_reason is not None:
-                entry["end"] = delta
-    return out
+def submit(
+    rid: str,
+    images: list[bytes],
+    messages: list[dict] | None = None,
+    max_tokens: int = MAX_TOKENS,
+    logprobs: int | None = None,
+) -> Submit:
+    """Greedy chat about `images` (by default the question with one image part each)."""
+    messages = messages or [mlx_vlm_message(QUESTION, len(images))]
+    return chat_submit(rid, messages, images=images, max_tokens=max_tokens, logprobs=logprobs)
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +48,7 @@ def engine(vm) -> VisionEngine:
 
 
 def direct_tokens(path: str, images: list[bytes], text: str = QUESTION) -> list[int]:
-    """mlx-vlm called directly (its own load, apply_chat_template, stream_generate)."""
-    from mlx_vlm import load, stream_generate
-    from mlx_vlm.prompt_utils import apply_chat_template
-
-    model, processor = load(path)
-    messages = [image_message(text, len(images))]
-    prompt = apply_chat_template(processor, model.config, messages, num_images=len(images))
-    pictures = [Image.open(io.BytesIO(b)) for b in images]
-    results = list(
-        stream_generate(
-            model, processor, prompt, image=pictures, max_tokens=MAX_TOKENS, temperature=0.0
-        )
-    )
-    return results[-1].token_ids
+    return direct_vlm_tokens(path, images, text, MAX_TOKENS)
 
 
 def test_checkpoint_declares_image_input(engine):
@@ -194,7 +150,7 @@ def test_corrupt_image_is_a_bad_request_and_the_engine_goes_on(engine):
 @pytest.mark.parametrize(
     ("messages", "images", "needle"),
     [
-        ([image_message(n=2)], [png(0)], "2 image parts but 1 images"),
+        ([mlx_vlm_message(QUESTION, 2)], [png(0)], "2 image parts but 1 images"),
         (
             [
                 {"role": "assistant", "content": [{"type": "image"}]},

@@ -6,16 +6,13 @@ mlx-vlm's own `load` + `apply_chat_template` + `stream_generate` on the same PIL
 
 from __future__ import annotations
 
-import io
 import os
-from functools import lru_cache
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from protocol.messages import FinishReason, SamplingParams, Submit
+from protocol.messages import FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,61 +29,13 @@ MAX_TOKENS = 8
 WIDE = (224, 112)
 
 
-def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
-    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="PNG")
-    return out.getvalue()
-
-
-def image_message(n: int = 1, text: str = QUESTION) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}] + [{"type": "image"}] * n}
-
-
 def submit(rid: str, images: list[bytes], logprobs: int | None = None) -> Submit:
-    inputs: dict = {"messages": [image_message(len(images))], "images": images}
-    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, logprobs=logprobs)
-    return Submit(rid, "chat", inputs, params, stream=False)
-
-
-def run_all(engine: VisionEngine, *submits: Submit) -> dict[str, dict]:
-    """Admits every Submit, steps until all ended; per request: tokens, logprobs, last Delta."""
-    out = {s.request_id: {"tokens": [], "logprobs": [], "end": None} for s in submits}
-    for s in submits:
-        accepted = engine.admit(s)
-        assert accepted.finish_reason is None, accepted.error
-    while engine.active_ids():
-        for delta in engine.step():
-            entry = out[delta.request_id]
-            entry["tokens"] += delta.token_ids
-            entry["logprobs"] += [lp.logprob for lp in delta.logprobs or []]
-            if delta.finish_reason is not None:
-                entry["end"] = delta
-    return out
-
-
-@lru_cache(maxsize=1)
-def _direct_model(path: str):
-    from mlx_vlm import load
-
-    return load(path)
+    messages = [mlx_vlm_message(QUESTION, len(images))]
+    return chat_submit(rid, messages, images=images, max_tokens=MAX_TOKENS, logprobs=logprobs)
 
 
 def direct_tokens(path: str, images: list[bytes]) -> list[int]:
-    """mlx-vlm called directly: its own load, apply_chat_template and stream_generate."""
-    from mlx_vlm import stream_generate
-    from mlx_vlm.prompt_utils import apply_chat_template
-
-    model, processor = _direct_model(path)
-    messages = [image_message(len(images))]
-    prompt = apply_chat_template(processor, model.config, messages, num_images=len(images))
-    pictures = [Image.open(io.BytesIO(b)) for b in images]
-    results = list(
-        stream_generate(
-            model, processor, prompt, image=pictures, max_tokens=MAX_TOKENS, temperature=0.0
-        )
-    )
-    return results[-1].token_ids
+    return direct_vlm_tokens(path, images, QUESTION, MAX_TOKENS)
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

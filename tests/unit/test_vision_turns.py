@@ -12,7 +12,8 @@ import pytest
 
 from protocol.messages import FinishReason
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.unit.test_vision_engine import image_message, png, run_all, submit
+from tests.unit.test_vision_engine import submit
+from tests.vision_helpers import mlx_vlm_message, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,7 +43,7 @@ def plain_engine(vm) -> VisionEngine:
 
 def follow_up(first_answer: str, text: str = "and what else is there?") -> list[dict]:
     return [
-        image_message(QUESTION),
+        mlx_vlm_message(QUESTION),
         {"role": "assistant", "content": first_answer},
         {"role": "user", "content": text},
     ]
@@ -57,7 +58,7 @@ def test_media_key_depends_on_content_and_order():
 
 def test_a_follow_up_turn_prefills_only_its_new_text(vm):
     engine, plain = cached_engine(vm), plain_engine(vm)
-    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    first = run_all(engine, submit("t1", [png(5)], [mlx_vlm_message(QUESTION)]))["t1"]
     assert first["end"].usage.cached_tokens == 0
     second = run_all(engine, submit("t2", [png(5)], follow_up(first["text"])))["t2"]
     reference = run_all(plain, submit("r2", [png(5)], follow_up(first["text"])))["r2"]
@@ -69,7 +70,7 @@ def test_a_follow_up_turn_prefills_only_its_new_text(vm):
 
 def test_a_follow_up_about_another_image_shares_nothing(vm):
     engine, plain = cached_engine(vm), plain_engine(vm)
-    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    first = run_all(engine, submit("t1", [png(5)], [mlx_vlm_message(QUESTION)]))["t1"]
     other = run_all(engine, submit("t2", [png(6)], follow_up(first["text"])))["t2"]
     reference = run_all(plain, submit("r2", [png(6)], follow_up(first["text"])))["r2"]
     assert other["end"].usage.cached_tokens == 0
@@ -92,7 +93,7 @@ def test_a_text_only_follow_up_reuses_the_prefix_cache(vm):
 
 def test_an_aborted_turn_keeps_no_state(vm):
     engine = cached_engine(vm)
-    assert engine.admit(submit("a", [png(5)], [image_message(QUESTION)])).finish_reason is None
+    assert engine.admit(submit("a", [png(5)], [mlx_vlm_message(QUESTION)])).finish_reason is None
     engine.step()
     (ended,) = engine.abort(["a"])
     assert ended.finish_reason == FinishReason.ABORT
@@ -102,16 +103,16 @@ def test_an_aborted_turn_keeps_no_state(vm):
 def test_states_stay_within_the_byte_budget(vm):
     engine = cached_engine(vm)
     for seed in range(3):
-        run_all(engine, submit(f"r{seed}", [png(seed)], [image_message(QUESTION)]))
+        run_all(engine, submit(f"r{seed}", [png(seed)], [mlx_vlm_message(QUESTION)]))
     assert len(engine.turns) == 3
     one = engine.turns.nbytes // 3
     engine.turns.budget_bytes = one * 2
-    run_all(engine, submit("r3", [png(3)], [image_message(QUESTION)]))
+    run_all(engine, submit("r3", [png(3)], [mlx_vlm_message(QUESTION)]))
     assert len(engine.turns) == 2 and engine.turns.nbytes <= one * 2
 
 
 def test_no_budget_means_no_reuse(vm):
     engine = VisionEngine(vm, 2048, None, turns=ConversationCache(0))
-    first = run_all(engine, submit("t1", [png(5)], [image_message(QUESTION)]))["t1"]
+    first = run_all(engine, submit("t1", [png(5)], [mlx_vlm_message(QUESTION)]))["t1"]
     second = run_all(engine, submit("t2", [png(5)], follow_up(first["text"])))["t2"]
     assert second["end"].usage.cached_tokens == 0 and len(engine.turns) == 0

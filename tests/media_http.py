@@ -7,6 +7,7 @@ all of 127/8), which the tests' injected address policy treats as public or priv
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +17,12 @@ Route = tuple[int, dict[str, str], bytes] | Callable[[BaseHTTPRequestHandler], N
 
 
 class MediaServer:
-    def __init__(self, host: str = "127.0.0.1", routes: dict[str, Route] | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        routes: dict[str, Route] | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.routes: dict[str, Route] = dict(routes or {})
         self.hits: list[tuple[str, str]] = []  # (path, Host header)
         outer = self
@@ -45,6 +51,10 @@ class MediaServer:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:  # HTTPS: every accepted connection does the TLS handshake
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self.host = host
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -52,7 +62,7 @@ class MediaServer:
         )
 
     def url(self, path: str = "/") -> str:
-        return f"http://{self.host}:{self.port}{path}"
+        return f"{self.scheme}://{self.host}:{self.port}{path}"
 
     def __enter__(self) -> MediaServer:
         self._thread.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ class FetchLimits:
     max_bytes: int
     timeout: float  # seconds for the whole fetch, redirects included
     policy: AddressPolicy = address_problem
+    ssl_context: ssl.SSLContext | None = None  # None: httpcore's (system CAs + certifi)
 
 
 class VettingBackend(httpcore.AsyncNetworkBackend):
@@ -121,7 +123,7 @@ async def fetch(url: str, limits: FetchLimits) -> bytes:
 
 async def _fetch(url: str, limits: FetchLimits) -> bytes:
     async with httpcore.AsyncConnectionPool(
-        network_backend=VettingBackend(limits.policy), retries=0
+        network_backend=VettingBackend(limits.policy), retries=0, ssl_context=limits.ssl_context
     ) as pool:
         for _ in range(MAX_REDIRECTS + 1):
             _check_url(url)

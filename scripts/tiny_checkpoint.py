@@ -40,6 +40,8 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from scripts import (
+    tiny_gemma3,
+    tiny_kokoro,
     tiny_omni,
     tiny_tts,
     tiny_tts_families,
@@ -334,12 +336,12 @@ ARCHS: Mapping[str, Arch] = {
     ),
     "kokoro": Arch(
         tiny_tts_families.VOXCPM2_TOKENIZER,  # unused: Kokoro reads phonemes (config vocab)
-        tiny_tts_families.kokoro_config,
-        tiny_tts_families.kokoro_generation_config,
-        sizes=tiny_tts_families.KOKORO_SIZES,
-        build=tiny_tts_families.build_kokoro,
+        tiny_kokoro.kokoro_config,
+        tiny_kokoro.kokoro_generation_config,
+        sizes=tiny_kokoro.KOKORO_SIZES,
+        build=tiny_kokoro.build_kokoro,
     ),
-    # More image-in families for mlx_vlm.load (scripts/tiny_vlm_families.py).
+    # More image-in families for mlx_vlm.load (scripts/tiny_vlm_families.py, tiny_gemma3.py).
     "qwen2_5_vl": Arch(
         tiny_vlm_families.QWEN2_5_VL_TOKENIZER,
         tiny_vlm_families.qwen2_5_vl_config,
@@ -355,11 +357,11 @@ ARCHS: Mapping[str, Arch] = {
         build=tiny_vlm_families.build_qwen3_vl,
     ),
     "gemma3": Arch(
-        tiny_vlm_families.GEMMA3_TOKENIZER,
-        tiny_vlm_families.gemma3_config,
-        tiny_vlm_families.gemma3_generation_config,
+        tiny_gemma3.GEMMA3_TOKENIZER,
+        tiny_gemma3.gemma3_config,
+        tiny_gemma3.gemma3_generation_config,
         sizes=tiny_vlm_families.SIZES,
-        build=tiny_vlm_families.build_gemma3,
+        build=tiny_gemma3.build_gemma3,
     ),
 }
 

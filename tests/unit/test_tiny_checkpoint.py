@@ -428,7 +428,7 @@ def test_image_family_image_tokens_expand_and_special_rows_are_zero(
 ) -> None:
     from PIL import Image
 
-    from scripts.tiny_vlm_families import GEMMA3_TOKENS_PER_IMAGE
+    from scripts.tiny_gemma3 import GEMMA3_TOKENS_PER_IMAGE
 
     _, model, processor = image_families[arch]
     config = model.config

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from scripts.tiny_tts_families import KOKORO_VOICES
+from scripts.tiny_kokoro import KOKORO_VOICES
 from tests.speech_helpers import run, submit
 from worker.tts_audio import to_pcm16
 from worker.tts_engine import TtsEngine, load_tts_engine

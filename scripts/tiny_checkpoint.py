@@ -22,7 +22,6 @@ tiny_omni.py).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -54,6 +53,7 @@ from scripts.tiny_tokenizer import (
     QWEN2,
     TokenizerSpec,
     train_tokenizer,
+    write_json,
     write_tokenizer_files,
 )
 
@@ -248,8 +248,8 @@ def build_text_decoder(arch: Arch, dims: Dims, out_dir: Path) -> int:
     config = arch.config(dims, tid)
     added_ids = [tid(content) for content, _ in arch.tokenizer.added_tokens]
     write_tokenizer_files(arch.tokenizer, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", arch.generation_config(tid))
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", arch.generation_config(tid))
     weights = decoder_weights(config, zero_rows=added_ids)
     save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(w.size for w in weights.values())
@@ -442,10 +442,6 @@ def _discard(path: Path) -> None:
     except FileNotFoundError:
         return
     shutil.rmtree(trash, ignore_errors=True)
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,7 @@ from tokenizers import (
 from scripts.tiny_tokenizer import (
     TokenizerSpec,
     stdlib_corpus,
+    write_json,
     write_tokenizer_files,
 )
 from scripts.tiny_vlm import (
@@ -43,7 +44,6 @@ from scripts.tiny_vlm import (
     norm,
     text_weights,
 )
-from scripts.tiny_vlm_families import _write_json
 
 # --- Gemma 3 --------------------------------------------------------------------------------
 
@@ -307,11 +307,11 @@ def build_gemma3(arch: object, dims: VlmDims, out_dir: Path) -> int:
     tok = _train_gemma3_tokenizer(dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", gemma3_config(dims, tid))
-    _write_json(out_dir / "generation_config.json", gemma3_generation_config(tid))
-    _write_json(out_dir / "preprocessor_config.json", GEMMA3_PREPROCESSOR_CONFIG)
+    write_json(out_dir / "config.json", gemma3_config(dims, tid))
+    write_json(out_dir / "generation_config.json", gemma3_generation_config(tid))
+    write_json(out_dir / "preprocessor_config.json", GEMMA3_PREPROCESSOR_CONFIG)
     processor = {"image_seq_length": GEMMA3_TOKENS_PER_IMAGE, "processor_class": "Gemma3Processor"}
-    _write_json(out_dir / "processor_config.json", processor)
+    write_json(out_dir / "processor_config.json", processor)
     special = [tid(t) for t, _ in spec.added_tokens]
     tensors = {**_gemma3_text_weights(dims, special), **materialize(_gemma3_vision_specs(dims))}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from scripts.tiny_tts import SEED, _flat_params, _save, _write_json, randomize
+from scripts.tiny_tokenizer import write_json
+from scripts.tiny_tts import SEED, _flat_params, _save, randomize
 
 # -- Kokoro --------------------------------------------------------------------------------
 # Kokoro-82M's layout as mlx-audio reads it: `config.json` (`model_type: kokoro`, the PL-BERT
@@ -151,7 +152,7 @@ def build_kokoro(arch: Any, dims: KokoroDims, out_dir: Path) -> int:
     from safetensors.numpy import save_file
 
     config = kokoro_config(dims)
-    _write_json(out_dir / "config.json", config)
+    write_json(out_dir / "config.json", config)
     mx.random.seed(SEED)  # LSTM biases keep their (random) initial values
     weights = randomize(_flat_params(Model(ModelConfig.from_dict(config))))
     upstream = {}

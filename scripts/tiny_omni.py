@@ -22,7 +22,6 @@ embedding, so different audio (or images) give different answers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from scripts.tiny_tokenizer import (
     QWEN3_CHAT_TEMPLATE,
     qwen_tokenizer,
     train_tokenizer,
+    write_json,
     write_tokenizer_files,
 )
 from scripts.tiny_vlm import Specs, linear, materialize, norm, qwen_patch_merger, qwen_vision_block
@@ -423,16 +423,12 @@ def build(arch: object, dims: OmniDims, out_dir: Path) -> int:
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", config(dims, tid))
-    _write_json(out_dir / "generation_config.json", generation_config(tid))
-    _write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
+    write_json(out_dir / "config.json", config(dims, tid))
+    write_json(out_dir / "generation_config.json", generation_config(tid))
+    write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
     specs = {**text_specs(dims), **vision_specs(dims), **audio_specs(dims)}
     tensors = materialize(specs)
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
     tensors["thinker.lm_head.weight"][added_ids] = 0.0
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

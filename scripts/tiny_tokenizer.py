@@ -351,9 +351,10 @@ def write_tokenizer_files(
     }
     if spec.additional_special_tokens:
         special_map["additional_special_tokens"] = list(spec.additional_special_tokens)
-    _write_json(out_dir / "tokenizer_config.json", config)
-    _write_json(out_dir / "special_tokens_map.json", special_map)
+    write_json(out_dir / "tokenizer_config.json", config)
+    write_json(out_dir / "special_tokens_map.json", special_map)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """A checkpoint's JSON file, as every builder writes it: sorted keys, 2-space indent."""
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -23,7 +23,6 @@ registers these builders) stays importable without them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from scripts.tiny_tokenizer import QWEN2, TokenizerSpec, train_tokenizer, write_tokenizer_files
+from scripts.tiny_tokenizer import (
+    QWEN2,
+    TokenizerSpec,
+    train_tokenizer,
+    write_json,
+    write_tokenizer_files,
+)
 
 SEED = 0
 TEXT_VOCAB = 4096
@@ -126,10 +131,6 @@ def _flat_params(module: Any) -> dict[str, Any]:
     from mlx.utils import tree_flatten
 
     return dict(tree_flatten(module.parameters()))
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _save(weights: Mapping[str, np.ndarray], path: Path) -> int:
@@ -285,8 +286,8 @@ def _build_qwen3(
     tok = train_tokenizer(QWEN3_TTS_TOKENIZER, TEXT_VOCAB)
     config = make_config(dims, tok.token_to_id)
     write_tokenizer_files(QWEN3_TTS_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", qwen3_tts_generation_config(dims))
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", qwen3_tts_generation_config(dims))
     mx.random.seed(SEED)  # module initialisers draw from it; randomize() overwrites those
     weights = randomize(_flat_params(Model(ModelConfig.from_dict(config))))
     # A zero codec-head row gives the codec's end token logit 0 while the top-k candidates'
@@ -295,7 +296,7 @@ def _build_qwen3(
     n_params = _save(weights, out_dir / "model.safetensors")
     codec_dir = out_dir / "speech_tokenizer"
     codec_dir.mkdir()
-    _write_json(codec_dir / "config.json", codec_config)
+    write_json(codec_dir / "config.json", codec_config)
     codec_weights = {**_speech_tokenizer_weights(), **codec_extra}
     return n_params + _save(codec_weights, codec_dir / "model.safetensors")
 
@@ -478,8 +479,8 @@ def build_soprano(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     tok = train_tokenizer(SOPRANO_TOKENIZER, TEXT_VOCAB)
     config = soprano_config(dims, tok.token_to_id)
     write_tokenizer_files(SOPRANO_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", soprano_generation_config(dims))
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", soprano_generation_config(dims))
     mx.random.seed(SEED)
     # Soprano's loader sizes the decoder from the checkpoint's path; build it the same way.
     model = Model(ModelConfig.from_dict({**config, "model_path": str(out_dir)}))

@@ -35,9 +35,10 @@ from scripts.tiny_tokenizer import (
     TokenizerSpec,
     stdlib_corpus,
     train_tokenizer,
+    write_json,
     write_tokenizer_files,
 )
-from scripts.tiny_tts import MAX_POSITIONS, SEED, _flat_params, _save, _write_json, randomize
+from scripts.tiny_tts import MAX_POSITIONS, SEED, _flat_params, _save, randomize
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ def build_voxcpm2(arch: Any, dims: FamilyDims, out_dir: Path) -> int:
     tok = train_tokenizer(VOXCPM2_TOKENIZER, dims.vocab)
     config = voxcpm2_config(dims, tok.token_to_id)
     write_tokenizer_files(VOXCPM2_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", voxcpm2_generation_config(dims))
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", voxcpm2_generation_config(dims))
     mx.random.seed(SEED)
     weights = randomize(_flat_params(Model(ModelConfig.from_dict(config))))
     # Both stop logits 0: argmax is "continue", so lengths are max_tokens patches exactly.
@@ -363,8 +364,8 @@ def build_moss_tts_nano(arch: Any, dims: FamilyDims, out_dir: Path) -> int:
 
     config = moss_tts_nano_config(dims)
     _train_sentencepiece(dims.vocab, out_dir / "tokenizer.model")
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", moss_tts_nano_generation_config(dims))
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", moss_tts_nano_generation_config(dims))
     mx.random.seed(SEED)
     weights = randomize(_flat_params(Model(ModelConfig.from_dict(config))))
     # The text head (tied to wte) only chooses between "audio slot" (go on) and "audio end".
@@ -378,5 +379,5 @@ def build_moss_tts_nano(arch: Any, dims: FamilyDims, out_dir: Path) -> int:
     n_params = _save(weights, out_dir / "model.safetensors")
     codec_dir = out_dir / "audio_tokenizer"
     codec_dir.mkdir()
-    _write_json(codec_dir / "config.json", MOSS_AUDIO_TOKENIZER_CONFIG)
+    write_json(codec_dir / "config.json", MOSS_AUDIO_TOKENIZER_CONFIG)
     return n_params + _save(_moss_codec_weights(), codec_dir / "model.safetensors")

@@ -17,7 +17,6 @@ order as a token embedding, so different images give different answers.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +26,12 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from scripts.tiny_tokenizer import qwen_tokenizer, train_tokenizer, write_tokenizer_files
+from scripts.tiny_tokenizer import (
+    qwen_tokenizer,
+    train_tokenizer,
+    write_json,
+    write_tokenizer_files,
+)
 
 SEED = 0
 
@@ -351,16 +355,12 @@ def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", config(dims, tid))
-    _write_json(out_dir / "generation_config.json", generation_config(tid))
-    _write_json(
+    write_json(out_dir / "config.json", config(dims, tid))
+    write_json(out_dir / "generation_config.json", generation_config(tid))
+    write_json(
         out_dir / "preprocessor_config.json", {**PREPROCESSOR_CONFIG, "max_pixels": dims.max_pixels}
     )
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
     tensors = {**qwen2_text_weights(dims, added_ids), **qwen_vision_weights(dims, "qwen2_vl")}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -18,7 +18,6 @@ of special tokens are zero, so generation practically never ends on its own).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from safetensors.numpy import save_file
 from scripts.tiny_tokenizer import (
     qwen_tokenizer,
     train_tokenizer,
+    write_json,
     write_tokenizer_files,
 )
 from scripts.tiny_vlm import (
@@ -53,10 +53,6 @@ from scripts.tiny_vlm import SIZES as QWEN2_VL_SIZES
 # One size per family (~1-2M parameters), the shape of the tiny Qwen2-VL: loads and answers
 # about a small image at once.
 SIZES: Mapping[str, VlmDims] = {"tiny": QWEN2_VL_SIZES["tiny"]}
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 # --- Qwen2.5-VL and Qwen3-VL: Qwen2-VL's tokens and processor, their own towers -------------
@@ -240,10 +236,10 @@ def build_qwen2_5_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
     tok = train_tokenizer(spec, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", qwen2_5_vl_config(dims, tid))
-    _write_json(out_dir / "generation_config.json", qwen2_5_vl_generation_config(tid))
+    write_json(out_dir / "config.json", qwen2_5_vl_config(dims, tid))
+    write_json(out_dir / "generation_config.json", qwen2_5_vl_generation_config(tid))
     preprocessor = {**PREPROCESSOR_CONFIG, "processor_class": "Qwen2_5_VLProcessor"}
-    _write_json(out_dir / "preprocessor_config.json", preprocessor)
+    write_json(out_dir / "preprocessor_config.json", preprocessor)
     special = [tid(t) for t, _ in spec.added_tokens]
     tensors = {**qwen2_text_weights(dims, special), **qwen_vision_weights(dims, "qwen2_5_vl")}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
@@ -347,8 +343,8 @@ def build_qwen3_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
     tok = train_tokenizer(spec, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(spec, tok, out_dir, model_max_length=dims.max_positions)
-    _write_json(out_dir / "config.json", qwen3_vl_config(dims, tid))
-    _write_json(out_dir / "generation_config.json", qwen3_vl_generation_config(tid))
+    write_json(out_dir / "config.json", qwen3_vl_config(dims, tid))
+    write_json(out_dir / "generation_config.json", qwen3_vl_generation_config(tid))
     preprocessor = {
         "image_mean": [0.5, 0.5, 0.5],
         "image_processor_type": "Qwen2VLImageProcessorFast",
@@ -359,10 +355,10 @@ def build_qwen3_vl(arch: object, dims: VlmDims, out_dir: Path) -> int:
         "size": QWEN3_VL_SIZE,
         "temporal_patch_size": 2,
     }
-    _write_json(out_dir / "preprocessor_config.json", preprocessor)
+    write_json(out_dir / "preprocessor_config.json", preprocessor)
     video = {**preprocessor, "video_processor_type": "Qwen3VLVideoProcessor", "fps": 2}
     del video["image_processor_type"]
-    _write_json(out_dir / "video_preprocessor_config.json", video)
+    write_json(out_dir / "video_preprocessor_config.json", video)
     special = [tid(t) for t, _ in spec.added_tokens]
     text = text_weights(dims, special, qk_norm=True, prefix="model.language_model.")
     tensors = {**text, **materialize(_qwen3_vision_specs(dims))}

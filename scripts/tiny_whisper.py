@@ -31,7 +31,7 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from scripts.tiny_tokenizer import TokenizerSpec, stdlib_corpus
+from scripts.tiny_tokenizer import TokenizerSpec, stdlib_corpus, write_json
 
 SEED = 0
 BPE_VOCAB = 50257  # byte-level BPE ids before the special tokens, as in multilingual Whisper
@@ -356,13 +356,13 @@ def build(arch: object, dims: WhisperDims, out_dir: Path) -> int:
     tok = build_tokenizer()
     tok.save(str(out_dir / "tokenizer.json"))
     vocab = {token: i for token, i in tok.get_vocab(with_added_tokens=False).items()}
-    _write_json(out_dir / "vocab.json", vocab)
+    write_json(out_dir / "vocab.json", vocab)
     merges = json.loads(tok.to_str())["model"]["merges"]
     lines = [m if isinstance(m, str) else " ".join(m) for m in merges]
     (out_dir / "merges.txt").write_text("#version: 0.2\n" + "\n".join(lines) + "\n")
-    _write_json(out_dir / "added_tokens.json", {t: tok.token_to_id(t) for t in special_tokens()})
-    _write_json(out_dir / "tokenizer_config.json", _tokenizer_config(tok, dims))
-    _write_json(
+    write_json(out_dir / "added_tokens.json", {t: tok.token_to_id(t) for t in special_tokens()})
+    write_json(out_dir / "tokenizer_config.json", _tokenizer_config(tok, dims))
+    write_json(
         out_dir / "special_tokens_map.json",
         {
             "bos_token": "<|endoftext|>",
@@ -371,13 +371,9 @@ def build(arch: object, dims: WhisperDims, out_dir: Path) -> int:
             "unk_token": "<|endoftext|>",
         },
     )
-    _write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
-    _write_json(out_dir / "config.json", config(dims))
-    _write_json(out_dir / "generation_config.json", generation_config(dims))
+    write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
+    write_json(out_dir / "config.json", config(dims))
+    write_json(out_dir / "generation_config.json", generation_config(dims))
     tensors = weights(dims)
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

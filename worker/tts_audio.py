@@ -20,6 +20,14 @@ MAX_REFERENCE_SECONDS = 60.0
 MIN_REFERENCE_SECONDS = 0.5
 
 
+def mono(audio: Any) -> Any:
+    """Model audio as one channel: multi-channel output ([samples, channels], MOSS-TTS-Nano's
+    stereo) is averaged in float32, since speech travels and is encoded as mono."""
+    if getattr(audio, "ndim", 1) < 2:
+        return audio
+    return np.asarray(audio, dtype=np.float32).mean(axis=1)
+
+
 def to_pcm16(audio: Any) -> bytes:
     """Float audio (an mx.array or numpy array in [-1, 1]) as little-endian int16 bytes."""
     samples = np.asarray(audio, dtype=np.float32).reshape(-1)

@@ -28,11 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit, Usage
 from worker.errors import RequestError, bad_request
-from worker.tts_audio import decode_reference, to_pcm16
+from worker.tts_audio import decode_reference, mono, to_pcm16
 from worker.tts_families import Family, SpeechRequest, check_voice, family_for
 from worker.tts_state import ModuleState, RequestState
 
@@ -270,14 +268,6 @@ class TtsEngine:
                 raise bad_request("this model designs its voice from instructions: describe it")
         if request.instructions and not self.family.instructions(self.model):
             raise bad_request(f"this model ({self.family.label}) takes no instructions")
-
-
-def mono(audio: Any) -> Any:
-    """Model audio as one channel: multi-channel output ([samples, channels], MOSS-TTS-Nano's
-    stereo) is averaged in float32, since speech travels and is encoded as mono."""
-    if getattr(audio, "ndim", 1) < 2:
-        return audio
-    return np.asarray(audio, dtype=np.float32).mean(axis=1)
 
 
 def _bound_reference_cache(model: Any) -> None:

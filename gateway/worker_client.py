@@ -6,6 +6,13 @@ meant for a dead worker must not reach its successor) and every send is non-bloc
 to a dead worker fails at once instead of stalling the event loop. ControlCalls are matched
 to their replies by call id; every other message goes to the `on_message` callback. Any
 message at all refreshes `last_seen`, the supervisor's sign of life.
+
+Receiving is a reader callback on the PULL socket's file descriptor that drains every frame
+ready, not a `zmq.asyncio` recv future per frame: one loop wake-up per burst instead of a
+future, a poller registration and a task switch per message (a streamed token is one
+message, so this is the gateway's hottest path). ZeroMQ's descriptor is edge-triggered: it
+signals that the socket's state changed, so each callback reads until ZMQ_EVENTS says nothing
+is left, and a callback that stops early (a long burst) schedules the next one itself.
 """
 
 from __future__ import annotations
@@ -19,7 +26,6 @@ from typing import Any
 
 import msgpack
 import zmq
-import zmq.asyncio
 
 from protocol import Endpoints, ProtocolError, decode, encode
 from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlReply, Message, Ready, Tag
@@ -27,6 +33,9 @@ from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlReply, Messa
 log = logging.getLogger("gateway.worker_client")
 
 SEND_RETRY_INTERVAL = 0.01
+# Frames one reader callback handles before it lets other callbacks run (it then continues in
+# a callback of its own): a long burst of worker messages must not starve the HTTP side.
+DRAIN_BURST = 256
 
 
 class ControlCallFailed(Exception):
@@ -41,23 +50,29 @@ class WorkerClient:
     def __init__(self, endpoints: Endpoints, on_message: Callable[[Message], None]) -> None:
         self.endpoints = endpoints
         self._on_message = on_message
-        self._ctx = zmq.asyncio.Context()
-        # A plain (synchronous) socket for sending: every send is DONTWAIT, so it never blocks,
-        # and there is no queue of pending send futures that could reorder or outlive a worker.
-        self._push: zmq.Socket = self._ctx.socket(zmq.PUSH, socket_class=zmq.Socket)
-        self._pull: zmq.asyncio.Socket = self._ctx.socket(zmq.PULL)
+        self._ctx = zmq.Context()
+        # Plain (synchronous) sockets. Every send is DONTWAIT, so it never blocks, and there is
+        # no queue of pending send futures that could reorder or outlive a worker; frames are
+        # read without blocking by `_drain` (see the module docstring).
+        self._push: zmq.Socket = self._ctx.socket(zmq.PUSH)
+        self._pull: zmq.Socket = self._ctx.socket(zmq.PULL)
         for sock in (self._push, self._pull):
             sock.setsockopt(zmq.LINGER, 0)
         self._push.setsockopt(zmq.IMMEDIATE, 1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._call_ids = itertools.count(1)
-        self._receiver: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading = False
         self.last_seen = time.monotonic()
 
     def bind(self) -> None:
         self._push.bind(self.endpoints.to_worker)
         self._pull.bind(self.endpoints.from_worker)
-        self._receiver = asyncio.create_task(self._receive_loop(), name="worker-receiver")
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._pull.getsockopt(zmq.FD), self._drain)
+        self._reading = True
+        # Frames that arrived before the reader was registered raised no edge: look now.
+        self._loop.call_soon(self._drain)
 
     def send_nowait(self, message: Message) -> bool:
         """Send if a connected worker can take it now; False otherwise (the message is dropped)."""
@@ -105,32 +120,48 @@ class WorkerClient:
         self._calls.clear()
 
     async def close(self) -> None:
-        if self._receiver is not None:
-            self._receiver.cancel()
-            await asyncio.gather(self._receiver, return_exceptions=True)
+        if self._reading and self._loop is not None:
+            self._loop.remove_reader(self._pull.getsockopt(zmq.FD))
+        self._reading = False
         self.fail_calls("the gateway is shutting down")
         self._push.close(linger=0)
         self._pull.close(linger=0)
         self._ctx.term()
 
-    async def _receive_loop(self) -> None:
-        while True:
-            frame = await self._pull.recv(copy=True)
-            self.last_seen = time.monotonic()
+    def _drain(self) -> None:
+        """Handle every frame that is ready, up to DRAIN_BURST (then continue soon)."""
+        if not self._reading:
+            return
+        for _ in range(DRAIN_BURST):
             try:
-                message = decode(frame)
-            except ProtocolError as exc:
-                message = _foreign_ready(frame)
-                if message is None:
-                    log.error("dropped an undecodable message from the worker: %s", exc)
-                    continue
-            try:
-                if isinstance(message, ControlReply):
-                    self._resolve(message)
-                else:
-                    self._on_message(message)
-            except Exception:  # a handler bug must not stop the receiver: that would hang all
-                log.exception("error while handling %s", type(message).__name__)
+                frame = self._pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as exc:  # closed socket during shutdown
+                log.debug("receive failed: %s", exc)
+                return
+            self._handle(frame)
+            if not self._reading:  # a handler closed the client
+                return
+        assert self._loop is not None
+        self._loop.call_soon(self._drain)
+
+    def _handle(self, frame: bytes) -> None:
+        self.last_seen = time.monotonic()
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            message = _foreign_ready(frame)
+            if message is None:
+                log.error("dropped an undecodable message from the worker: %s", exc)
+                return
+        try:
+            if isinstance(message, ControlReply):
+                self._resolve(message)
+            else:
+                self._on_message(message)
+        except Exception:  # a handler bug must not stop the receiver: that would hang all
+            log.exception("error while handling %s", type(message).__name__)
 
     def _resolve(self, reply: ControlReply) -> None:
         future = self._calls.get(reply.call_id)

@@ -11,8 +11,8 @@ Receiving is a reader callback on the PULL socket's file descriptor that drains 
 ready, not a `zmq.asyncio` recv future per frame: one loop wake-up per burst instead of a
 future, a poller registration and a task switch per message (a streamed token is one
 message, so this is the gateway's hottest path). ZeroMQ's descriptor is edge-triggered: it
-signals that the socket's state changed, so each callback reads until ZMQ_EVENTS says nothing
-is left, and a callback that stops early (a long burst) schedules the next one itself.
+signals that the socket's state changed, so each callback reads until a non-blocking receive
+finds nothing, and a callback that stops early (a long burst) schedules the next one itself.
 """
 
 from __future__ import annotations
@@ -61,8 +61,7 @@ class WorkerClient:
         self._push.setsockopt(zmq.IMMEDIATE, 1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._call_ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._reading = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # set while the reader is on
         self.last_seen = time.monotonic()
 
     def bind(self) -> None:
@@ -70,7 +69,6 @@ class WorkerClient:
         self._pull.bind(self.endpoints.from_worker)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._pull.getsockopt(zmq.FD), self._drain)
-        self._reading = True
         # Frames that arrived before the reader was registered raised no edge: look now.
         self._loop.call_soon(self._drain)
 
@@ -120,9 +118,9 @@ class WorkerClient:
         self._calls.clear()
 
     async def close(self) -> None:
-        if self._reading and self._loop is not None:
+        if self._loop is not None:
             self._loop.remove_reader(self._pull.getsockopt(zmq.FD))
-        self._reading = False
+            self._loop = None
         self.fail_calls("the gateway is shutting down")
         self._push.close(linger=0)
         self._pull.close(linger=0)
@@ -130,7 +128,8 @@ class WorkerClient:
 
     def _drain(self) -> None:
         """Handle every frame that is ready, up to DRAIN_BURST (then continue soon)."""
-        if not self._reading:
+        loop = self._loop
+        if loop is None:
             return
         for _ in range(DRAIN_BURST):
             try:
@@ -141,10 +140,9 @@ class WorkerClient:
                 log.debug("receive failed: %s", exc)
                 return
             self._handle(frame)
-            if not self._reading:  # a handler closed the client
+            if self._loop is None:  # a handler closed the client
                 return
-        assert self._loop is not None
-        self._loop.call_soon(self._drain)
+        loop.call_soon(self._drain)
 
     def _handle(self, frame: bytes) -> None:
         self.last_seen = time.monotonic()

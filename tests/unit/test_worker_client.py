@@ -10,7 +10,7 @@ import zmq
 
 from gateway import worker_client
 from gateway.worker_client import WorkerClient
-from protocol import Endpoints, encode
+from protocol import Endpoints, decode, encode
 from protocol.messages import ControlReply, Heartbeat, Message
 from tests.fakes.engine_harness import async_test, wait_until
 
@@ -62,8 +62,6 @@ async def test_a_control_reply_resolves_its_call(tmp_path):
     loop = asyncio.get_running_loop()
 
     def answer() -> None:
-        from protocol import decode
-
         call = decode(pull.recv())
         push.send(encode(ControlReply(call_id=call.call_id, ok=True, result={"n": 7})))
 

@@ -17,6 +17,15 @@ class DirectResult:
     finish_reason: str
 
 
+def assert_chat_equals(reply, expected: DirectResult, max_tokens: int) -> None:
+    """A non-streamed chat completion equals the direct greedy run that reached max_tokens:
+    the same text, finish reason "length", and the direct run's prompt and completion counts."""
+    assert reply.choices[0].message.content == expected.text
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.usage.prompt_tokens == expected.prompt_tokens
+    assert reply.usage.completion_tokens == len(expected.tokens) == max_tokens
+
+
 @lru_cache(maxsize=4)
 def load_model(path: str):
     return load(path)

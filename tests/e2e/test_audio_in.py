@@ -101,10 +101,7 @@ def test_wav_chat_equals_direct_mlx_vlm(omni_server, omni_path):
 
     reply = chat(omni_server, omni_path, audio_message(audio, "wav"))
 
-    assert reply.choices[0].message.content == expected.text
-    assert reply.choices[0].finish_reason == "length"
-    assert reply.usage.prompt_tokens == expected.prompt_tokens
-    assert reply.usage.completion_tokens == len(expected.tokens) == MAX_TOKENS
+    direct.assert_chat_equals(reply, expected, MAX_TOKENS)
 
 
 def test_resampled_stereo_wav_equals_direct_mlx_vlm(omni_server, omni_path):

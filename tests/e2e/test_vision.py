@@ -43,10 +43,7 @@ def test_image_chat_equals_direct_mlx_vlm(vision_server, vision_path):
         temperature=0,
     )
 
-    assert reply.choices[0].message.content == expected.text
-    assert reply.choices[0].finish_reason == "length"
-    assert reply.usage.prompt_tokens == expected.prompt_tokens
-    assert reply.usage.completion_tokens == len(expected.tokens) == MAX_TOKENS
+    direct.assert_chat_equals(reply, expected, MAX_TOKENS)
 
 
 def test_different_images_give_different_answers(vision_server, vision_path):

@@ -148,9 +148,14 @@ class Scheduler:
 
     def _end_active(self, request_ids: list[str]) -> list[Delta]:
         """Asks the engines to end these active requests; their terminal Deltas."""
+        # Grouped before any engine runs: settling one engine's requests removes them from
+        # _active, so looking them up again for the next engine would fail.
+        by_engine: dict[int, list[str]] = {}
+        for request_id in request_ids:
+            by_engine.setdefault(id(self._active[request_id].engine), []).append(request_id)
         ended: list[Delta] = []
         for engine in self._engines:
-            mine = [i for i in request_ids if self._active[i].engine is engine]
+            mine = by_engine.get(id(engine))
             if not mine:
                 continue
             try:

@@ -74,7 +74,9 @@ def submit(request_id, max_tokens: int = 3, deadline=None, op="complete", **inpu
 
 
 class Harness:
-    def __init__(self, max_num_seqs: int = 8, now: float = 1000.0, engines=None) -> None:
+    def __init__(
+        self, max_num_seqs: int = 8, now: float = 1000.0, engines=None, idle_wait: float = 0.01
+    ) -> None:
         self.handoff = Handoff()
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stats = WorkerStats(model="fake")
@@ -87,7 +89,7 @@ class Harness:
             self.outbox,
             self.stats,
             max_num_seqs,
-            idle_wait=0.01,
+            idle_wait=idle_wait,
             clock=lambda: self.now,
         )
 
@@ -352,3 +354,31 @@ def test_a_submit_whose_request_id_is_not_a_string_is_dropped():
     h = Harness()
     h.put(submit(["not", "an", "id"]), submit("r1"))
     assert [d.request_id for d in h.step()] == ["r1"]
+
+
+def test_aborting_requests_of_several_engines_at_once_ends_each_exactly_once():
+    text, speech, asr = (FakeEngine(ops=(op,)) for op in ("complete", "speech", "transcribe"))
+    h = Harness(engines=[text, speech, asr])
+    h.put(
+        submit("t", op="complete", max_tokens=9),
+        submit("s", op="speech", max_tokens=9),
+        submit("a", op="transcribe", max_tokens=9),
+    )
+    h.step()
+    h.handoff.aborts.add(["t", "s", "a"])
+    ended = by_id(h.step())
+    assert {i: d.finish_reason for i, d in ended.items()} == dict.fromkeys("tsa", "abort")
+    assert not (text.active or speech.active or asr.active)
+
+
+def test_deadlines_passing_on_several_engines_at_once_end_each_with_a_deadline_error():
+    text, speech = FakeEngine(ops=("complete",)), FakeEngine(ops=("speech",))
+    h = Harness(engines=[text, speech])
+    h.put(
+        submit("t", op="complete", max_tokens=9, deadline=h.now + 1),
+        submit("s", op="speech", max_tokens=9, deadline=h.now + 1),
+    )
+    h.step()
+    h.now += 2
+    ended = by_id(h.step())
+    assert {i: d.error.code for i, d in ended.items()} == dict.fromkeys("ts", ErrorCode.DEADLINE)

@@ -98,6 +98,10 @@ QWEN3_TTS_SIZES: Mapping[str, TtsDims] = {
     "tiny": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=6),
     # The same model speaking longer (40 frames, 3.2 s): for benchmarks (scripts/bench_speech.py).
     "bench": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=40),
+    # Speaking for minutes (2,000 frames): for tests that hang up in the middle of a speech.
+    "long": TtsDims(
+        hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=2000
+    ),
 }
 SOPRANO_SIZES: Mapping[str, TtsDims] = {
     "tiny": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=10),

@@ -18,6 +18,7 @@ from starlette.middleware import Middleware
 from gateway.auth import APIKeyMiddleware
 from gateway.config import ServerConfig
 from gateway.errors import EXCEPTION_HANDLERS
+from gateway.request_id import RequestIdMiddleware
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
@@ -35,7 +36,10 @@ def create_app(config: ServerConfig, engine: Any) -> Starlette:
 
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(APIKeyMiddleware, api_key=config.api_key)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(APIKeyMiddleware, api_key=config.api_key),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -6,6 +6,12 @@ Every error leaves the gateway in the shape of the API it was asked through: Ope
 a response started it is the HTTP body; once a stream is under way it is that API's error
 event (see each stream encoder). Engine exceptions and worker error codes are mapped here, so
 the whole status-code policy is in one place.
+
+What an error says is for anyone: a short reason naming the problem and a code, never a
+traceback, a file path or another request's content (those go to the log). Every error names
+its request id (gateway/request_id.py): Anthropic bodies in `request_id`, as Anthropic's API
+does; OpenAI bodies, whose schema has no such field, in the message of a 5xx, the errors a
+client would report; both in the `x-request-id` header.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.disconnect import ClientDisconnected
 from gateway.engine import EngineUnavailable, QueueFull
+from gateway.request_id import HEADER, REQUEST_ID, request_id_of
 from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason
 
 INVALID_REQUEST = "invalid_request_error"
@@ -48,9 +55,13 @@ class APIError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
+        message = self.message
+        request_id = REQUEST_ID.get()
+        if self.status >= 500 and request_id:
+            message = f"{message} (request id {request_id})"
         return {
             "error": {
-                "message": self.message,
+                "message": message,
                 "type": self.type,
                 "param": self.param,
                 "code": self.code,
@@ -59,10 +70,14 @@ class APIError(Exception):
 
     def anthropic_body(self) -> dict[str, Any]:
         kind = _ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else None)
-        return {
+        body: dict[str, Any] = {
             "type": "error",
             "error": {"type": kind or INVALID_REQUEST, "message": self.message},
         }
+        request_id = REQUEST_ID.get()
+        if request_id:
+            body["request_id"] = request_id
+        return body
 
     def response(self, path: str = "") -> JSONResponse:
         """The HTTP error response, in the shape of the API `path` belongs to."""
@@ -190,7 +205,7 @@ def as_api_error(exc: BaseException, log: Any, what: str) -> APIError:
         return exc
     if isinstance(exc, EngineUnavailable):
         return engine_unavailable(exc)
-    log.error("%s failed mid-stream", what, exc_info=exc)
+    log.error("%s failed mid-stream (request id %s)", what, REQUEST_ID.get(), exc_info=exc)
     return APIError(500, "Internal server error", type=SERVER_ERROR, code="internal")
 
 
@@ -218,8 +233,20 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # Starlette's ServerErrorMiddleware re-raises after this, so the server logs the traceback.
-    error = APIError(500, "Internal server error", type=SERVER_ERROR, code="internal")
-    return error.response(request.url.path)
+    # It runs outside every other middleware: the request id comes from the scope.
+    request_id = request_id_of(request.scope)
+    error = APIError(
+        500,
+        "Internal server error",
+        type=SERVER_ERROR,
+        code="internal",
+        headers={HEADER.decode(): request_id} if request_id else None,
+    )
+    token = REQUEST_ID.set(request_id)
+    try:
+        return error.response(request.url.path)
+    finally:
+        REQUEST_ID.reset(token)
 
 
 async def _client_gone(request: Request, exc: Exception) -> Response:

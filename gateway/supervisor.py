@@ -10,6 +10,10 @@ A swap takes the worker away from `_supervise` first (cancel it), so a worker st
 purpose is never mistaken for a crash, and the old process has exited before the new one is
 spawned: two models are never resident at once.
 
+Reasons (`reason`, the texts given to `on_lost`) are shown to anyone: /health needs no key,
+and open requests end with them. They say what happened in a short sentence; the worker's
+Fatal detail (traceback) and its last output lines go to the log, never into a reason.
+
 The supervisor does not know about requests. It reports through two callbacks: `on_state`
 after every state change, and `on_lost(reason)` when a worker is gone (its open requests and
 control calls must fail).
@@ -82,10 +86,15 @@ class Supervisor:
             log.warning("ignored an unexpected READY from pid %d", ready.pid)
 
     def on_fatal_message(self, fatal: Fatal) -> None:
-        log.error("worker fatal error: %s %s", fatal.message, fatal.detail)
+        log.error("worker fatal error: %s\n%s", fatal.message, fatal.detail)
         self._fatal = fatal
         if self._ready_waiter is not None and not self._ready_waiter.done():
             self._ready_waiter.set_result(fatal)
+        elif self.state == "ready" and not self._swapping:
+            # The worker exits next; say so now rather than when its exit is noticed, and end
+            # its requests (it will not finish them).
+            self._set_state("restarting", f"restarting after a worker failure: {fatal.message}")
+            self._on_lost(f"the worker failed: {fatal.message}")
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -110,7 +119,7 @@ class Supervisor:
         previous = self.state
         self._swapping = True
         self.loading = (path, name)
-        self._set_state("swapping", f"loading {name} ({path})")
+        self._set_state("swapping", f"loading {name}")
         if previous != "ready" and self._task is not None:
             self._task.cancel()  # a load or a restart backoff in progress: its model is going
         return previous
@@ -197,8 +206,8 @@ class Supervisor:
             raise
         except Exception as exc:  # a supervisor bug must show in /health, not hang requests
             log.exception("worker supervisor error")
-            self._fail(f"worker supervisor error: {exc!r}")
-            self._on_lost(f"worker supervisor error: {exc!r}")
+            self._fail(f"worker supervisor error ({type(exc).__name__})")
+            self._on_lost(f"worker supervisor error ({type(exc).__name__})")
 
     async def _count_crash_and_back_off(self, reason: str, lost: bool = False) -> bool:
         """Record a crash; False (state failed) when too many fell within the window, else
@@ -232,7 +241,10 @@ class Supervisor:
             try:
                 proc = await WorkerProcess.spawn(argv, worker_env(path, self.config))
             except OSError as exc:
-                return LaunchFailure(f"cannot start the worker: {exc}", retry=False)
+                log.error("cannot start the worker %s: %s", argv, exc)
+                return LaunchFailure(
+                    f"cannot start the worker ({exc.strerror or type(exc).__name__})", retry=False
+                )
             self.process = proc
             try:
                 return await self._handshake(proc, waiter)
@@ -256,7 +268,7 @@ class Supervisor:
         if waiter.done() and isinstance(waiter.result(), Fatal):
             fatal = waiter.result()
             await proc.wait_or_kill(SHUTDOWN_GRACE)
-            failure = LaunchFailure(_fatal_text(fatal))
+            failure = LaunchFailure(fatal.message)
         elif waiter.done():
             ready = waiter.result()
             assert isinstance(ready, Ready)
@@ -268,16 +280,16 @@ class Supervisor:
                     retry=False,
                 )
             elif proc.exited.done():
-                failure = LaunchFailure(proc.describe_exit())
+                failure = LaunchFailure(_exit_text(proc))
             else:
                 self.ready = ready
                 log.info("worker pid %d ready: %s", proc.pid, ready.model)
                 return None
         elif proc.exited.done():
-            failure = LaunchFailure(proc.describe_exit())
+            failure = LaunchFailure(_exit_text(proc))
         else:
             await proc.kill_and_wait()
-            failure = LaunchFailure(f"no READY within {timeout:g} s; " + proc.describe_exit())
+            failure = LaunchFailure(f"no READY within {timeout:g} s; " + _exit_text(proc))
         self._forget(proc)
         return failure
 
@@ -293,7 +305,7 @@ class Supervisor:
             await asyncio.wait({proc.exited}, timeout=limit - silence)
             if proc.exited.done():
                 await asyncio.sleep(EXIT_GRACE)  # its last Step or Fatal may still be in flight
-                return _fatal_text(self._fatal) if self._fatal else proc.describe_exit()
+                return self._fatal.message if self._fatal else _exit_text(proc)
 
     async def _retire(self, proc: WorkerProcess) -> None:
         """Ask the worker to shut down; kill it if it has not exited after a grace period."""
@@ -311,5 +323,8 @@ class Supervisor:
             self.ready = None
 
 
-def _fatal_text(fatal: Fatal) -> str:
-    return f"{fatal.message}\n{fatal.detail}".strip()
+def _exit_text(proc: WorkerProcess) -> str:
+    """How the worker ended, for /health and errors; its last output goes to the log only."""
+    if proc.tail:
+        log.error("worker pid %d ended; its last output:\n%s", proc.pid, proc.last_output())
+    return proc.describe_exit()

@@ -2,7 +2,7 @@
 the log, watch it exit, kill it.
 
 The worker's stdout and stderr are merged into one pipe that a reader task forwards line by
-line to the `worker` logger; the last lines are kept so a crash report can quote them. The
+line to the `worker` logger; the last lines are kept so a crash report in the log quotes them. The
 worker runs in its own session so a Ctrl-C meant for the gateway does not kill it mid-request
 (the gateway decides when it stops; the worker's parent watchdog covers a dead gateway).
 """
@@ -131,7 +131,10 @@ class WorkerProcess:
             return await self.kill_and_wait()
 
     def describe_exit(self) -> str:
-        """'exited with code 1' / 'killed by signal 9 (SIGKILL)', plus the last output lines."""
+        """'worker pid N exited with code 1' / '... was killed by signal 9 (SIGKILL)'.
+
+        Short and safe to show anyone: the worker's output (tracebacks, file paths) is already
+        in the log line by line, and `last_output()` quotes its end for a crash report there."""
         code = self._proc.returncode
         if code is None:
             what = "is still running"
@@ -143,10 +146,11 @@ class WorkerProcess:
             what = f"was killed by signal {-code} ({name})"
         else:
             what = f"exited with code {code}"
-        text = f"worker pid {self.pid} {what}"
-        if self.tail:
-            text += "; last output:\n" + "\n".join(self.tail)
-        return text
+        return f"worker pid {self.pid} {what}"
+
+    def last_output(self) -> str:
+        """The worker's last output lines, for the log."""
+        return "\n".join(self.tail)
 
     def _signal(self, sig: int) -> None:
         if self._proc.returncode is None:

@@ -205,8 +205,8 @@ class Heartbeat:
 class Fatal:
     """The worker cannot go on (e.g. the model failed to load); it exits after sending."""
 
-    message: str
-    detail: str = ""
+    message: str  # short, the kind of failure: the gateway shows it in /health and errors
+    detail: str = ""  # the exception and its traceback: the gateway logs it, never shows it
 
 
 MESSAGE_TAGS: dict[type, Tag] = {

@@ -27,8 +27,8 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, StopSequences
 
-from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit
-from worker.errors import RequestError
+from protocol.messages import Delta, FinishReason, Op, Submit
+from worker.errors import RequestError, internal
 from worker.generation_prefix import PrefixReuse
 from worker.generation_request import TextRequest, build_text_request, terminal
 from worker.generation_settings import GenerationSettings
@@ -82,7 +82,7 @@ class BatchTextEngine:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
             log.exception("request %s could not start", submit.request_id)
-            return terminal(submit.request_id, FinishReason.ERROR, error=_internal(exc))
+            return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         return Delta(submit.request_id)
 
     def step(self) -> list[Delta]:
@@ -142,7 +142,7 @@ class BatchTextEngine:
             log.error("request %s failed: %r", request.request_id, entry.error)
             self._leave(entry, store=False, in_generator=not ended_by_generator)
             error = entry.error
-            info = error.info() if isinstance(error, RequestError) else _internal(error)
+            info = error.info() if isinstance(error, RequestError) else internal(error)
             return request.end(FinishReason.ERROR, info)
         if delta.finish_reason is not None:
             if ended_by_generator:
@@ -178,7 +178,7 @@ class BatchTextEngine:
             log.exception("closing the failed batch generator failed")
         self._generator = self._new_generator()
         mx.clear_cache()
-        return [e.request.end(FinishReason.ERROR, _internal(exc)) for e in entries]
+        return [e.request.end(FinishReason.ERROR, internal(exc)) for e in entries]
 
     def _new_generator(self) -> BatchGenerator:
         n = self._max_num_seqs
@@ -204,7 +204,3 @@ def _guarded(entry: _Entry, processor: Callable) -> Callable:
             return logits
 
     return run
-
-
-def _internal(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -2,6 +2,9 @@
 
 Anything raised while serving a request that is not a `RequestError` is reported to that
 request as `internal`; anything raised outside a request ends the worker with a Fatal message.
+What a client is told of an internal failure is its kind alone: the exception's text can hold
+file paths or another request's content, so it goes to the worker's log with the traceback,
+never into an ErrorInfo.
 """
 
 from __future__ import annotations
@@ -24,3 +27,8 @@ class RequestError(Exception):
 def bad_request(message: str) -> RequestError:
     """Input the client can fix; the message names the problem."""
     return RequestError(message, ErrorCode.BAD_REQUEST)
+
+
+def internal(exc: BaseException) -> ErrorInfo:
+    """The ErrorInfo of a request that failed inside the worker; log the exception first."""
+    return ErrorInfo(ErrorCode.INTERNAL, f"the worker failed this request ({type(exc).__name__})")

@@ -30,8 +30,8 @@ from mlx_lm.generate import (
 )
 from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
-from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit
-from worker.errors import RequestError
+from protocol.messages import Delta, FinishReason, Op, Submit
+from worker.errors import RequestError, internal
 from worker.generation_prefix import PrefixReuse
 from worker.generation_request import TextRequest, all_tokens, build_text_request, terminal
 from worker.generation_settings import GenerationSettings
@@ -216,7 +216,7 @@ class SoloTextEngine:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
             log.exception("request %s could not start", submit.request_id)
-            return terminal(submit.request_id, FinishReason.ERROR, error=_internal(exc))
+            return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         self._active[submit.request_id] = generation
         return Delta(submit.request_id)
 
@@ -238,7 +238,7 @@ class SoloTextEngine:
                 delta = generation.request.accept(token, logprobs)
             except Exception as exc:
                 log.exception("request %s failed", request_id)
-                error = exc.info() if isinstance(exc, RequestError) else _internal(exc)
+                error = exc.info() if isinstance(exc, RequestError) else internal(exc)
                 deltas.append(self._remove(request_id, keep=False).end(FinishReason.ERROR, error))
                 continue
             if delta.finish_reason is not None:
@@ -264,7 +264,3 @@ class SoloTextEngine:
             if reusable is not None:
                 self._prefix.store(*reusable)
         return generation.request
-
-
-def _internal(exc: Exception) -> ErrorInfo:
-    return ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")

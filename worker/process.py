@@ -113,7 +113,7 @@ def _serve(
         loaded = load_engines(args)
     except Exception as exc:
         log.exception("cannot load %s", args.model)
-        outbox.put(Fatal(f"cannot load model {args.model!r}: {exc}", traceback.format_exc()))
+        outbox.put(_fatal("the model failed to load", exc))
         return 1
 
     if loaded.tokenizer is not None:
@@ -138,14 +138,18 @@ def _serve(
         _run_scheduler(loaded.engines, loaded.model, handoff, outbox, stats, args.max_num_seqs)
     except Exception as exc:
         log.exception("worker loop failed")
-        outbox.put(
-            Fatal(f"worker loop failed: {type(exc).__name__}: {exc}", traceback.format_exc())
-        )
+        outbox.put(_fatal("the worker loop failed", exc))
         return 1
     finally:
         loaded.close()
     log.info("shut down")
     return 0
+
+
+def _fatal(what: str, exc: Exception) -> Fatal:
+    """`message` is short and safe to show anyone (the kind of failure); `detail` has the
+    exception's text and traceback, which can name files, for the gateway's log."""
+    return Fatal(f"{what} ({type(exc).__name__})", f"{exc}\n{traceback.format_exc()}")
 
 
 def _run_scheduler(

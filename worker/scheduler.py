@@ -35,7 +35,7 @@ from protocol.messages import (
     Usage,
 )
 from worker.engine_api import Engine
-from worker.errors import RequestError, bad_request
+from worker.errors import RequestError, bad_request, internal
 from worker.handoff import Handoff, ShutdownRequest
 from worker.stats import WorkerStats
 
@@ -162,7 +162,7 @@ class Scheduler:
                 got = engine.abort(mine)
             except Exception as exc:
                 log.exception("aborting %s failed", mine)
-                got = [_terminal(i, FinishReason.ERROR, _internal(exc)) for i in mine]
+                got = [_terminal(i, FinishReason.ERROR, internal(exc)) for i in mine]
             ended += self._settle(got, mine)
         return ended
 
@@ -198,7 +198,7 @@ class Scheduler:
                 delta = engine.admit(submit)
             except Exception as exc:
                 log.exception("request %s could not start", submit.request_id)
-                delta = _terminal(submit.request_id, FinishReason.ERROR, _internal(exc))
+                delta = _terminal(submit.request_id, FinishReason.ERROR, internal(exc))
             if delta.finish_reason is None:
                 self._active[submit.request_id] = _Active(submit, engine)
             deltas.append(delta)
@@ -236,17 +236,13 @@ def engine_failed(engine: Engine, request_ids: list[str], exc: Exception) -> lis
         ended = []
     usage = {d.request_id: d.usage for d in ended}
     return [
-        _terminal(i, FinishReason.ERROR, _internal(exc), usage.get(i) or Usage(0, 0))
+        _terminal(i, FinishReason.ERROR, internal(exc), usage.get(i) or Usage(0, 0))
         for i in request_ids
     ]
 
 
 def _expired(submit: Submit, now: float) -> bool:
     return submit.deadline is not None and now > submit.deadline
-
-
-def _internal(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
 def _terminal(

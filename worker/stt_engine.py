@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Segment, Submit, Usage
+from protocol.messages import Delta, ErrorInfo, FinishReason, Op, Segment, Submit, Usage
 from worker.audio_decode import decode_audio
-from worker.errors import RequestError, bad_request
+from worker.errors import RequestError, bad_request, internal
 from worker.stt_family import require_stt_family
 from worker.stt_text import TranscriptDeltas
 
@@ -126,7 +126,7 @@ class SttEngine:
             return _failed(rid, exc.info())
         except Exception as exc:
             log.exception("transcription %s could not start", rid)
-            return _failed(rid, ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            return _failed(rid, internal(exc))
         self._active[rid] = _Active(rid, run, TranscriptDeltas(), seconds)
         return Delta(rid)
 
@@ -160,7 +160,7 @@ class SttEngine:
         except Exception as exc:
             log.exception("transcription %s failed", rid)
             del self._active[rid]
-            error = ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            error = internal(exc)
             return Delta(rid, finish_reason=FinishReason.ERROR, usage=active.usage(), error=error)
         if not active.run.done:
             return Delta(rid, text=active.deltas.update(transcript))

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit, Usage
-from worker.errors import RequestError, bad_request
+from protocol.messages import Delta, ErrorInfo, FinishReason, Op, Submit, Usage
+from worker.errors import RequestError, bad_request, internal
 from worker.tts_audio import decode_reference, mono, to_pcm16
 from worker.tts_families import Family, SpeechRequest, check_voice, family_for
 from worker.tts_state import ModuleState, RequestState
@@ -124,7 +124,7 @@ class TtsEngine:
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())
         except Exception as exc:
             log.exception("speech request %s could not start", rid)
-            info = ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            info = internal(exc)
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), info)
         state = RequestState(self._modules, request.seed)
         self._active[rid] = _Speech(submit, generation, state, chars)
@@ -160,7 +160,7 @@ class TtsEngine:
                 return self._end(rid, FinishReason.ERROR, exc.info())
             except Exception as exc:
                 log.exception("speech request %s failed", rid)
-                info = ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                info = internal(exc)
                 return self._end(rid, FinishReason.ERROR, info)
             speech.frames += int(getattr(result, "token_count", 0) or 0)
             self._queue(speech, result)

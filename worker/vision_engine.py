@@ -35,8 +35,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason, Op, Submit
-from worker.errors import RequestError
+from protocol.messages import Delta, FinishReason, Op, Submit
+from worker.errors import RequestError, internal
 from worker.generation_request import TextRequest, make_text_request, terminal
 from worker.vision_features import CountingVisionCache, prefill_features
 from worker.vision_model import VisionModel
@@ -219,7 +219,7 @@ class VisionEngine:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
             log.exception("request %s could not start", submit.request_id)
-            return terminal(submit.request_id, FinishReason.ERROR, error=_internal(exc))
+            return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
@@ -258,7 +258,7 @@ class VisionEngine:
                 delta = generation.advance(self._vm, self._state)
             except Exception as exc:
                 log.exception("request %s failed", request_id)
-                error = exc.info() if isinstance(exc, RequestError) else _internal(exc)
+                error = exc.info() if isinstance(exc, RequestError) else internal(exc)
                 self._end(request_id, keep=False)
                 deltas.append(generation.request.end(FinishReason.ERROR, error))
                 continue
@@ -273,7 +273,3 @@ class VisionEngine:
             for request_id in request_ids
             if request_id in self._active
         ]
-
-
-def _internal(exc: Exception) -> ErrorInfo:
-    return ErrorInfo(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")

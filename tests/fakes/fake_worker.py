@@ -14,6 +14,8 @@ silent. Misbehaviour on demand:
   prompt: CRASH                  os._exit(7) right after the request's first text delta
           HANG                   stop sending anything (heartbeats too), forever
           FAIL                   end the request with a bad_request error
+          FATAL                  send Fatal (a traceback naming a file in its detail), then
+                                 take 2 s to exit 1, as a worker winding down would
 
 With --events FILE it appends one JSON line per start / exit / crash (pid, time.time(),
 model, HF_HUB_OFFLINE) so tests can check which process lived when.
@@ -161,6 +163,12 @@ class FakeWorker:
         self.send(Step([Delta(msg.request_id)]))  # accepted
         if "HANG" in text:
             self.hang()
+        if "FATAL" in text:
+            detail = 'Traceback (most recent call last):\n  File "/srv/secret/worker.py"\nKeyError'
+            self.send(Fatal("the worker loop failed (KeyError)", detail))
+            self.record("fatal")
+            time.sleep(2.0)
+            self.exit(1)
         if "FAIL" in text:
             error = ErrorInfo("bad_request", "the fake worker was told to fail")
             self.send(

@@ -218,10 +218,15 @@ def test_engine_unavailable_is_an_overloaded_error():
 
 def test_a_failure_mid_stream_is_an_error_event_the_sdk_raises():
     engine = CountingEngine([accepted(), text("a"), failure("internal", "kaput")])
-    got = sse(post(engine, stream=True))
+    response = post(engine, stream=True)
+    got = sse(response)
     assert got[-1] == (
         "error",
-        {"type": "error", "error": {"type": "api_error", "message": "kaput"}},
+        {
+            "type": "error",
+            "error": {"type": "api_error", "message": "kaput"},
+            "request_id": response.headers["x-request-id"],
+        },
     )
     with pytest.raises(anthropic.APIStatusError, match="kaput"):
         with anthropic_client(engine).messages.stream(

@@ -89,3 +89,26 @@ async def test_repeated_crashes_give_up_with_a_reason_in_health(tmp_path):
     assert status == 503 and body["status"] == "failed"
     assert "gave up after 2 crashes" in body["reason"] and "exited with code 7" in body["reason"]
     assert len(workers.events("start")) == 2
+
+
+@async_test
+async def test_a_fatal_error_ends_requests_and_shows_restarting_before_the_worker_exits(
+    tmp_path, caplog
+):
+    workers = FakeWorkers(tmp_path, "--token-interval", "0.05")
+    async with running_engine(fast_config(max_num_seqs=4), workers) as engine:
+        await wait_ready(engine)
+        bystander = asyncio.create_task(collect(engine, max_tokens=1000))
+        await wait_until(lambda: engine.queue_stats()["in_flight"] == 1)
+        fatal = await asyncio.wait_for(collect(engine, prompt="FATAL"), 1.0)
+        status, body = engine.health()
+        assert workers.events("exit") == []  # the worker is still winding down
+        assert (status, body["status"]) == (503, "restarting")
+        for deltas in (fatal, await asyncio.wait_for(bystander, 1.0)):
+            error = deltas[-1].error
+            assert error.code == "worker_died"
+            assert error.message == "the worker failed: the worker loop failed (KeyError)"
+        assert "Traceback" not in body["reason"] and "/srv/secret" not in body["reason"]
+        assert "/srv/secret/worker.py" in caplog.text
+        await wait_ready(engine)
+        assert (await collect(engine, max_tokens=2))[-1].finish_reason == "length"

@@ -72,12 +72,23 @@ async def test_fatal_at_load_fails_fast_with_the_workers_message(tmp_path):
 
 
 @async_test
-async def test_exit_at_load_without_fatal_reports_exit_code_and_output(tmp_path):
+async def test_exit_at_load_reports_the_exit_code_and_logs_the_output(tmp_path, caplog):
     workers = FakeWorkers(tmp_path, "--exit-at-load", "3")
     async with running_engine(fast_config(), workers) as engine:
         await wait_until(lambda: engine.state == "failed", timeout=5)
         assert "exited with code 3" in engine.reason
-        assert "cannot load the model" in engine.reason
+        assert "cannot load the model" not in engine.reason  # the worker's output: log only
+        assert "its last output:\nfake worker: cannot load the model" in caplog.text
+
+
+@async_test
+async def test_a_fatal_detail_is_logged_and_never_shown(tmp_path, caplog):
+    workers = FakeWorkers(tmp_path, "--fail-load", "the model failed to load (OSError)")
+    async with running_engine(fast_config(), workers) as engine:
+        await wait_until(lambda: engine.state == "failed", timeout=5)
+        status, body = engine.health()
+        assert body["reason"] == "the model failed to load (OSError)"
+        assert "fake load failure" not in str(body) and "fake load failure" in caplog.text
 
 
 @async_test

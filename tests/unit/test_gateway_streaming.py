@@ -127,8 +127,9 @@ def test_error_mid_stream_is_an_sse_error_event_then_done():
     response = stream_chat(FakeEngine([accepted(), text("a"), failure("internal", "kaput")]))
     assert response.status_code == 200
     got = events(response)
+    message = f"kaput (request id {response.headers['x-request-id']})"
     assert got[-2] == {
-        "error": {"message": "kaput", "type": "server_error", "param": None, "code": "internal"}
+        "error": {"message": message, "type": "server_error", "param": None, "code": "internal"}
     }
     assert got[-1] == "[DONE]"
 

@@ -346,21 +346,23 @@ def test_a_load_failure_sends_fatal_and_exits_1(bound, tmp_path):
         client.wait_for(lambda: client.others, timeout=30, what="FATAL")
         [fatal] = client.others
         assert isinstance(fatal, Fatal)
-        assert missing in fatal.message
-        assert "Traceback" in fatal.detail
+        assert fatal.message == "the model failed to load (FileNotFoundError)"
+        assert missing in fatal.detail and "Traceback" in fatal.detail
         assert client.process.wait(10) == 1
     finally:
         stop(client.process)
 
 
 def fatal_of(bound, *flags: str, model: str, env=None) -> Fatal:
-    """Spawns a worker that must refuse to start; its Fatal message (it exits 1)."""
+    """Spawns a worker that must refuse to start; its Fatal (it exits 1). The message is the
+    kind of failure only; the detail says why."""
     endpoints, client = bound()
     client.process = spawn(model, endpoints, *flags, env=env)
     try:
         client.wait_for(lambda: client.others, timeout=30, what="FATAL")
         [fatal] = client.others
         assert isinstance(fatal, Fatal)
+        assert fatal.message.startswith("the model failed to load (")
         assert client.process.wait(10) == 1
         return fatal
     finally:
@@ -370,18 +372,18 @@ def fatal_of(bound, *flags: str, model: str, env=None) -> Fatal:
 def test_a_draft_model_with_another_vocabulary_is_refused_at_start(checkpoint, bound):
     llama = str(ensure_checkpoint("llama"))
     fatal = fatal_of(bound, "--draft-model", llama, model=checkpoint)
-    assert "vocabulary" in fatal.message and llama in fatal.message
+    assert "vocabulary" in fatal.detail and llama in fatal.detail
 
 
 def test_a_kv_group_size_that_does_not_divide_the_head_size_is_refused_at_start(checkpoint, bound):
     fatal = fatal_of(bound, "--kv-bits", "8", "--kv-group-size", "64", model=checkpoint)
-    assert "--kv-group-size 64" in fatal.message
+    assert "--kv-group-size 64" in fatal.detail
 
 
 def test_blas_openblas_without_openblas_loaded_is_refused_at_start(checkpoint, bound):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     fatal = fatal_of(bound, "--blas", "openblas", model=checkpoint, env=env)
-    assert "OpenBLAS is not loaded" in fatal.message
+    assert "OpenBLAS is not loaded" in fatal.detail
 
 
 def test_logprobs_equal_mlx_lm_generate_step(worker, checkpoint):

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
 
 from gateway.errors import APIError, invalid, model_not_found
+from gateway.json_body import BodyError, parse_json
 
 
 def engine_of(request: Request) -> Any:
     return request.app.state.engine
 
 
-def _reject_constant(name: str) -> Any:
-    # Python's json accepts NaN and Infinity; they would slip through every range check.
-    raise ValueError(f"{name} is not valid JSON")
-
-
 async def read_json(request: Request) -> dict[str, Any]:
-    """The body as a JSON object: 413 past `max_body_bytes`, 400 when malformed."""
+    """The body as a JSON object: 413 past `max_body_bytes`, 400 when malformed (by the rules
+    of gateway/json_body.py)."""
     limit = request.app.state.config.max_body_bytes
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
@@ -33,8 +29,8 @@ async def read_json(request: Request) -> dict[str, Any]:
             raise _too_large(limit)
         chunks.append(chunk)
     try:
-        body = json.loads(b"".join(chunks), parse_constant=_reject_constant)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        body = parse_json(b"".join(chunks))
+    except BodyError as exc:
         raise invalid(None, f"The request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise invalid(None, "The request body must be a JSON object")

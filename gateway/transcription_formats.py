@@ -3,8 +3,9 @@
 Pure functions of a finished `Transcript` (text, segments, language, usage), shared by the
 HTTP route and the one-shot `transcribe` command. Shapes follow OpenAI's API:
 - json: `{"text", "usage"}` with token usage (`input_tokens` = audio seconds, rounded up);
-- verbose_json: `{"task", "language", "duration", "text", "segments": [{"id", "start",
-  "end", "text"}], "words" (only when asked), "usage"}` with duration usage, as whisper-1
+- verbose_json: `{"task", "language", "duration", "text", "segments": [{"id", "seek",
+  "start", "end", "text", "tokens", "temperature", "avg_logprob", "compression_ratio",
+  "no_speech_prob"}], "words" (only when asked), "usage"}` with duration usage, as whisper-1
   answers; `language` is an English name ("german"), "english" for a translation;
 - text: the text and a newline; srt / vtt: one cue per non-empty segment.
 Segment texts keep Whisper's leading space (as OpenAI's do); words and cues are stripped.
@@ -102,7 +103,18 @@ def verbose_json(transcript: Transcript, words: bool) -> dict[str, Any]:
         "duration": transcript.duration,
         "text": transcript.text,
         "segments": [
-            {"id": s.id, "start": s.start, "end": s.end, "text": s.text}
+            {
+                "id": s.id,
+                "seek": s.seek,
+                "start": s.start,
+                "end": s.end,
+                "text": s.text,
+                "tokens": s.tokens,
+                "temperature": s.temperature,
+                "avg_logprob": s.avg_logprob,
+                "compression_ratio": s.compression_ratio,
+                "no_speech_prob": s.no_speech_prob,
+            }
             for s in transcript.segments
         ],
     }

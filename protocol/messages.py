@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 
 class Tag(IntEnum):
@@ -136,13 +136,20 @@ class ToolCallDelta:
 
 @dataclass(slots=True)
 class Segment:
-    """A timed piece of a transcription; `words` as [[word, start, end], ...] when asked."""
+    """A timed piece of a transcription; `words` as [[word, start, end], ...] when asked.
+    The decoding statistics are Whisper's; other models report seek and zeros."""
 
     id: int
     start: float  # seconds from the start of the audio
     end: float
     text: str
     words: list[list[Any]] = field(default_factory=list)
+    seek: int = 0  # the window's offset in mel frames (100 a second)
+    tokens: list[int] = field(default_factory=list)  # its token ids, timestamps included
+    temperature: float = 0.0  # the temperature its window was decoded at
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
 
 
 @dataclass(slots=True)

@@ -92,7 +92,14 @@ class ChunkedRun:
         self._texts.append(str(getattr(result, "text", "") or ""))
         for start_s, end_s, text in _timed_pieces(result, chunk_end - offset):
             self._segments.append(
-                Segment(len(self._segments), offset + start_s, offset + end_s, text)
+                Segment(
+                    len(self._segments),
+                    offset + start_s,
+                    offset + end_s,
+                    text,
+                    seek=round(offset * 100),
+                    temperature=float(self._kwargs.get("temperature") or 0.0),
+                )
             )
         if not self.language:
             self.language = str(getattr(result, "language", "") or "")

@@ -259,4 +259,16 @@ class WhisperRun:
 
 def _segment(raw: dict[str, Any]) -> Segment:
     words = [[w["word"], w["start"], w["end"]] for w in raw.get("words") or []]
-    return Segment(raw["id"], raw["start"], raw["end"], raw["text"], words)
+    return Segment(
+        raw["id"],
+        raw["start"],
+        raw["end"],
+        raw["text"],
+        words,
+        seek=int(raw["seek"]),
+        tokens=[int(t) for t in raw["tokens"]],
+        temperature=float(raw["temperature"]),
+        avg_logprob=float(raw["avg_logprob"]),
+        compression_ratio=float(raw["compression_ratio"]),
+        no_speech_prob=float(raw["no_speech_prob"]),
+    )

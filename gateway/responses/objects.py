@@ -116,7 +116,7 @@ class ResponseMeta:
         incomplete = finish == FinishReason.LENGTH
         if status == "completed" and incomplete:
             status = "incomplete"
-        return {
+        body = {
             "id": self.id,
             "object": "response",
             "created_at": self.created_at,
@@ -126,6 +126,8 @@ class ResponseMeta:
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "model": self.model,
             "output": output,
-            "usage": usage_body(usage) if usage is not None else None,
             **self.echo,
         }
+        if usage is not None:  # ResponseUsage has no null: absent until it is known
+            body["usage"] = usage_body(usage)
+        return body

@@ -108,14 +108,15 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "tool_choice": _echo_choice(choice),
-        "tools": body.get("tools") or [],
+        "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
         "text": {"format": (body.get("text") or {}).get("format") or {"type": "text"}},
         "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
         "store": store_it,
         "top_logprobs": f.integer(body, "top_logprobs"),
         "truncation": "disabled",
-        "user": f.string(body, "user"),
     }
+    if f.string(body, "user") is not None:  # a string in the API's schema: absent, not null
+        echo["user"] = body["user"]
     return ResponsesRequest(generation, conversation, store_it, logprobs is not None, echo)
 
 
@@ -149,6 +150,19 @@ def _tool(tool: Any, path: str) -> dict[str, Any]:
         raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} (only 'function')")
     check_keys(tool, _TOOL_KEYS, path)
     return function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), path)
+
+
+def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A (checked) request tool as the Response repeats it, with the fields FunctionTool
+    requires even when the request left them out."""
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict"),
+        **{k: v for k, v in tool.items() if k in ("defer_loading", "allowed_callers")},
+    }
 
 
 def _tool_choice(choice: Any) -> str | dict[str, Any] | None:

@@ -44,7 +44,8 @@ async def chat_completions(request: Request) -> Response:
 
 
 def _choice(output: ChoiceOutput) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": output.text}
+    # `refusal` is required by the API's schema; the served models never refuse by that channel.
+    message: dict[str, Any] = {"role": "assistant", "content": output.text, "refusal": None}
     if output.reasoning:
         message["reasoning_content"] = output.reasoning
     if output.calls:

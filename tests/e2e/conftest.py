@@ -57,6 +57,25 @@ def llama_server(start_server, llama_path) -> ServerProcess:
 
 
 @pytest.fixture(scope="session")
+def speech_paths() -> dict[str, str]:
+    return {"tts": str(ensure_checkpoint("qwen3_tts")), "asr": str(ensure_checkpoint("whisper"))}
+
+
+@pytest.fixture(scope="session")
+def full_server(start_server, qwen3_path, speech_paths) -> ServerProcess:
+    """The tiny qwen3 with a TTS and a speech-recognition model next to it: every OpenAI
+    operation the server has is served (the schema tests use it)."""
+    return start_server(
+        qwen3_path,
+        "--tts-model",
+        speech_paths["tts"],
+        "--asr-model",
+        speech_paths["asr"],
+        name="full",
+    )
+
+
+@pytest.fixture(scope="session")
 def servers(default_server, llama_server, qwen3_path, llama_path) -> dict:
     return {
         "qwen3": (default_server, qwen3_path),

@@ -149,7 +149,7 @@ def test_chat_completion_response_shape(engine, client):
     assert body["model"] == "tiny"
     assert isinstance(body["created"], int)
     choice = body["choices"][0]
-    assert choice["message"] == {"role": "assistant", "content": "Hello"}
+    assert choice["message"] == {"role": "assistant", "content": "Hello", "refusal": None}
     assert choice["logprobs"] is None
     assert choice["finish_reason"] == "stop"
     assert body["usage"] == {

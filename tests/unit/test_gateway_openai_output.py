@@ -58,6 +58,7 @@ def test_tool_calls_and_reasoning_fill_the_message():
     assert choice["message"] == {
         "role": "assistant",
         "content": None,
+        "refusal": None,
         "reasoning_content": "thinking",
         "tool_calls": [
             {

@@ -59,7 +59,13 @@ DEEP = b"[" * 5000 + b"]" * 5000
 
 @pytest.mark.parametrize(
     "path",
-    ["/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/audio/speech"],
+    [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/messages",
+        "/v1/responses",
+        "/v1/audio/speech",
+    ],
 )
 @pytest.mark.parametrize(
     "body",

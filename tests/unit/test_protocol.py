@@ -48,7 +48,10 @@ PINNED_FIELDS = {
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
         "stop_sequence",
     ),
-    Segment: ("id", "start", "end", "text", "words"),
+    Segment: (
+        "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
+        "compression_ratio", "no_speech_prob",
+    ),
     Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
     ToolCallDelta: ("index", "id", "name", "arguments"),
     TokenLogprob: ("token_id", "token", "logprob", "top"),
@@ -62,7 +65,7 @@ PINNED_TAGS = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 4
+    assert PROTOCOL_VERSION == 5
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)

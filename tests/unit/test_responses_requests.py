@@ -113,6 +113,19 @@ def test_function_tools_and_choice_reach_the_worker():
     assert got["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
 
 
+def test_tools_are_echoed_with_every_field_the_function_tool_schema_requires():
+    bare = {"type": "function", "name": "weather"}
+    assert parse(tools=[bare]).echo["tools"] == [
+        {"type": "function", "name": "weather", "description": None, "parameters": None,
+         "strict": None}
+    ]  # fmt: skip
+
+
+def test_user_is_echoed_only_when_given():
+    assert "user" not in parse().echo
+    assert parse(user="u-1").echo["user"] == "u-1"
+
+
 def test_json_schema_text_format_becomes_a_constraint():
     fmt = {"type": "json_schema", "name": "N", "schema": {"type": "object"}, "strict": True}
     constraint = parse(text={"format": fmt}).generation.sampling.constraint

@@ -22,7 +22,19 @@ VTT_TIMING = re.compile(r"^(\d{2}):(\d{2}):(\d{2})\.(\d{3}) --> (\d{2}):(\d{2}):
 
 def segments() -> list[Segment]:
     return [
-        Segment(0, 0.0, 2.5, " Hello world.", [[" Hello", 0.0, 1.0], [" world.", 1.0, 2.5]]),
+        Segment(
+            0,
+            0.0,
+            2.5,
+            " Hello world.",
+            [[" Hello", 0.0, 1.0], [" world.", 1.0, 2.5]],
+            seek=0,
+            tokens=[50364, 2425, 1002, 13, 50489],
+            temperature=0.0,
+            avg_logprob=-0.25,
+            compression_ratio=0.9,
+            no_speech_prob=0.01,
+        ),
         Segment(1, 2.5, 2.5, ""),  # Whisper keeps emptied segments; cues skip them
         Segment(2, 31.25, 3725.5, " Second\n line --> here."),
     ]
@@ -87,7 +99,18 @@ def test_verbose_json_has_language_name_duration_segments_and_duration_usage():
     assert body["task"] == "transcribe" and body["language"] == "english"
     assert body["duration"] == 3726.0
     assert [s["id"] for s in body["segments"]] == [0, 1, 2]
-    assert body["segments"][0] == {"id": 0, "start": 0.0, "end": 2.5, "text": " Hello world."}
+    assert body["segments"][0] == {
+        "id": 0,
+        "seek": 0,
+        "start": 0.0,
+        "end": 2.5,
+        "text": " Hello world.",
+        "tokens": [50364, 2425, 1002, 13, 50489],
+        "temperature": 0.0,
+        "avg_logprob": -0.25,
+        "compression_ratio": 0.9,
+        "no_speech_prob": 0.01,
+    }
     assert body["usage"] == {"type": "duration", "seconds": 3726}
     assert "words" not in body
 

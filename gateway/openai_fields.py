@@ -177,3 +177,15 @@ def stream_flags(body: dict) -> tuple[bool, bool]:
         if value is not None and not isinstance(value, bool):
             raise invalid(path, f"`{path}` must be a boolean, got {_type_name(value)}")
     return stream, bool(options.get("include_usage"))
+
+
+def prompt_cache_options(body: dict, name: str = "prompt_cache_options") -> None:
+    """Checked, then dropped: the prefix cache is automatic and keeps entries by its own LRU
+    budget, so a TTL or an implicit / explicit breakpoint mode changes nothing here."""
+    options = obj(body, name)
+    for key, value in (options or {}).items():
+        path = f"{name}.{key}"
+        if key not in ("ttl", "mode"):
+            raise unknown_field(path)
+        if value is not None and not isinstance(value, str):
+            raise invalid(path, f"`{path}` must be a string, got {_type_name(value)}")

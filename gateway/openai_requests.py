@@ -76,6 +76,7 @@ _NO_OP: dict[str, Check] = {
     "prompt_cache_key": _typed(f.string),
     "prompt_cache_retention": _typed(f.string),
     "safety_identifier": _typed(f.string),
+    "prompt_cache_options": f.prompt_cache_options,
 }
 
 _CHAT_CHECKS: dict[str, Check] = {
@@ -84,6 +85,7 @@ _CHAT_CHECKS: dict[str, Check] = {
     "function_call": _only("none", "auto"),
     "modalities": _modalities,
     **dict.fromkeys(("audio", "prediction", "web_search_options", "verbosity"), _never),
+    "moderation": _never,  # no moderation model is served
 }
 
 _CHAT_HONOURED = frozenset(

@@ -8,8 +8,13 @@ prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, func
 `top_logprobs` and `include: ["message.output_text.logprobs"]`, and the extensions `top_k`,
 `min_p`, `repetition_penalty`, `chat_template_kwargs`. Accepted without local meaning:
 `metadata` (echoed), `user`, `safety_identifier`, `prompt_cache_key`,
-`prompt_cache_retention`, `service_tier`, `reasoning.summary`, `truncation: "disabled"`,
-`background: false`, other `include` values. Everything else is a 400 naming it.
+`prompt_cache_retention`, `prompt_cache_options`, `service_tier`, `reasoning.summary`,
+`truncation: "disabled"`, `background: false`, other `include` values, and `max_tool_calls`
+(it caps calls of OpenAI's built-in tools, which this server has none of; function calls are
+not counted, as in OpenAI). Not supported (a 400 saying so): `moderation` (no moderation
+model), `conversation` (no Conversations API: use `previous_response_id`), `prompt` (no
+stored prompt templates), `context_management` (no compaction). Everything else is a 400
+naming it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ _FIELDS = frozenset(
         "parallel_tool_calls", "text", "reasoning", "top_logprobs", "include", "metadata",
         "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
         "service_tier", "truncation", "background", "top_k", "min_p", "repetition_penalty",
-        "chat_template_kwargs",
+        "chat_template_kwargs", "prompt_cache_options", "max_tool_calls", "moderation",
+        "conversation", "prompt", "context_management",
     }
 )  # fmt: skip
 _TOOL_KEYS = {
@@ -129,6 +135,17 @@ def _no_ops(body: dict) -> None:
         raise unsupported("truncation", "only 'disabled'")
     if f.boolean(body, "background"):
         raise unsupported("background", "background responses")
+    f.prompt_cache_options(body)
+    f.integer(body, "max_tool_calls", 0)
+    reasons = {
+        "moderation": "no moderation model is served",
+        "conversation": "the Conversations API is not served; use previous_response_id",
+        "prompt": "stored prompt templates are not served",
+        "context_management": "context compaction is not done here",
+    }
+    for name, why in reasons.items():
+        if body.get(name) is not None:
+            raise unsupported(name, why)
 
 
 def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:

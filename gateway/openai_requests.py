@@ -217,7 +217,7 @@ def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
     if best_of is not None and best_of != n:
         raise unsupported("best_of", "a value other than n (server-side ranking of candidates)")
     if f.string(body, "suffix"):
-        raise unsupported("suffix", "not supported by this model (it has no fill-in-the-middle)")
+        raise unsupported("suffix", "fill-in-the-middle: the served models have none")
     max_tokens = f.integer(body, "max_tokens", 1)
     sampling = f.sampling_params(body, max_tokens or default_max_tokens)
     sampling.logprobs = f.integer(body, "logprobs", 0, MAX_TOP_LOGPROBS)

@@ -21,7 +21,7 @@ install: $(BIN)/.installed
 
 # On Linux the worker preloads an installed OpenBLAS (--blas auto); this only says when none is.
 serve: install
-	@$(BIN)/python -c "import sys; from worker.blas import find_openblas; \
+	@$(BIN)/python -c "import sys; from launch.blas import find_openblas; \
 	sys.exit(sys.platform.startswith('linux') and find_openblas() is None)" || echo \
 	"hint: 'apt-get install libopenblas0-pthread' makes float32 models ~30x faster on the CPU" >&2
 	$(BIN)/vllm-omni-mlx serve $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)

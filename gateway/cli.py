@@ -123,8 +123,8 @@ def media_config(options: dict[str, Any]) -> dict[str, Any]:
 def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
     from gateway.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-    from worker.blas import BlasUnavailable, blas_environment
-    from worker.warm_prompts import WarmPromptsError, load_warm_prompts
+    from launch.blas import BlasUnavailable, blas_environment
+    from worker.cache.warm_prompts import WarmPromptsError, load_warm_prompts
 
     fields = {
         name: options[name]
@@ -355,7 +355,7 @@ main.add_command(tts)  # speech synthesis without a server (gateway/speech_cli.p
 def transcribe(file: str, model: str, **options: Any) -> None:
     """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
     # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
-    argv = [sys.executable, "-m", "worker.oneshot", "transcribe", file]
+    argv = [sys.executable, "-m", "worker.oneshot.transcribe", "transcribe", file]
     argv += ["--model", resolve(model)[0]]
     for name, value in options.items():
         if value not in (None, False):

@@ -24,7 +24,7 @@ class ServerConfig:
     max_restarts: int = 5  # crashes within restart_window before giving up
     restart_window: float = 120.0
     log_level: str = "info"
-    # Generation, passed to the worker as flags of the same names (worker/generation_args.py).
+    # Generation, passed to the worker as flags of the same names (worker/text/args.py).
     prefill_step_size: int = 2048  # prompt tokens per prefill chunk
     draft_model: str | None = None  # checkpoint directory: speculative decoding
     num_draft_tokens: int = 3
@@ -33,7 +33,7 @@ class ServerConfig:
     quantized_kv_start: int = 5000
     max_kv_size: int | None = None  # rotating KV cache
     dtype: str = "auto"  # auto | float32 | float16 | bfloat16: cast the weights at load
-    blas: str = "auto"  # auto | bundled | openblas (Linux CPU; worker/blas.py)
+    blas: str = "auto"  # auto | bundled | openblas (Linux CPU; launch/blas.py)
     prefix_cache_bytes: int = 2 << 30  # 0: no prefix cache in memory
     ssd_cache_dir: str | None = None  # prefix cache entries also on disk, here
     ssd_cache_max_gb: float = 16.0
@@ -43,7 +43,7 @@ class ServerConfig:
     asr_model: str | None = None  # a speech-recognition checkpoint served next to it
     omni: bool = False  # the main model is a speech model (TTS or speech recognition)
     reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
-    tool_call_parser: str = "auto"  # auto | none | a format of worker/parsers/registry.py
+    tool_call_parser: str = "auto"  # auto | none | a format of worker/text/parsers/registry.py
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
     vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
     # Images and audio in chat requests, checked by the gateway (gateway/media/).

@@ -1,6 +1,6 @@
 """`vllm-omni-mlx tts`: synthesize one text to an audio file, no server needed.
 
-The synthesis runs in a `python -m worker.oneshot_tts` subprocess (this process, like the
+The synthesis runs in a `python -m worker.oneshot.synthesize` subprocess (this process, like the
 gateway, never imports MLX), which writes raw PCM; the file is then encoded here with the same
 encoders `/v1/audio/speech` uses (gateway/audio_encoding.py).
 """
@@ -35,7 +35,15 @@ def format_for(out: str, fmt: str | None) -> str:
 
 
 def oneshot_command(model: str, text: str, pcm_out: str, **options: object) -> list[str]:
-    argv = [sys.executable, "-m", "worker.oneshot_tts", "--model", model, "--text", text]
+    argv = [
+        sys.executable,
+        "-m",
+        "worker.oneshot.synthesize",
+        "--model",
+        model,
+        "--text",
+        text,
+    ]
     argv += ["--pcm-out", pcm_out]
     for name, value in options.items():
         if value is not None:

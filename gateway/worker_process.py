@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable
 
 from gateway.config import ServerConfig
+from launch.blas import BlasUnavailable, blas_environment
 from protocol import Endpoints
-from worker.blas import BlasUnavailable, blas_environment
 
 log = logging.getLogger("gateway.worker")
 
@@ -66,7 +66,7 @@ def default_worker_command(
 
 def worker_env(model_path: str, config: ServerConfig | None = None) -> dict[str, str]:
     """The worker's environment; with `config`, LD_PRELOAD carries OpenBLAS per `config.blas`
-    (the dynamic loader reads it only when a process starts: see worker/blas.py)."""
+    (the dynamic loader reads it only when a process starts: see launch/blas.py)."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")  # its log lines reach ours as they happen
     if os.path.isdir(model_path):

@@ -22,7 +22,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.prefix_cache import PrefixCache
+from worker.cache.prefix_cache import PrefixCache
 
 
 def main() -> None:

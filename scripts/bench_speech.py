@@ -41,7 +41,7 @@ class Run:
 def direct_run(engine, seed: int, text: str, voice: str | None) -> Run:
     import mlx.core as mx
 
-    from worker.tts_families import SpeechRequest, check_voice
+    from worker.speech.families import SpeechRequest, check_voice
 
     request = SpeechRequest(text=text, voice=voice)
     voice = check_voice(engine.family, engine.voices, request)
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON too")
     args = parser.parse_args(argv)
 
-    from worker.tts_engine import load_tts_engine
+    from worker.speech.engine import load_tts_engine
 
     engine = load_tts_engine(args.model)
     client = httpx.Client(base_url=args.url.rstrip("/"), timeout=600)

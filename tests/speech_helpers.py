@@ -46,7 +46,7 @@ def direct_mono_pcm(model: Any, seed: int, ref_file: Path | None = None, **kwarg
     import mlx.core as mx
     from mlx_audio.utils import load_audio
 
-    from worker.tts_audio import to_pcm16
+    from worker.speech.audio import to_pcm16
 
     if ref_file is not None:
         kwargs["ref_audio"] = load_audio(str(ref_file), sample_rate=model.sample_rate)

@@ -1,6 +1,6 @@
-"""`python -m worker`: the MLX worker process (see worker/process.py)."""
+"""`python -m worker`: the MLX worker process (see worker/runtime/process.py)."""
 
-from worker.process import main
+from worker.runtime.process import main
 
 if __name__ == "__main__":
     main()

@@ -94,7 +94,7 @@ def direct_pcm(path: str, seed: int, **kwargs) -> bytes:
     """mlx-audio in this process, as the worker is documented to call it, as int16 PCM."""
     import mlx.core as mx
 
-    from worker.tts_audio import to_pcm16
+    from worker.speech.audio import to_pcm16
 
     model = _direct_model(path)
     mx.random.seed(seed)

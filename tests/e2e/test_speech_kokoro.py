@@ -48,7 +48,7 @@ def direct_pcm(path: str, seed: int, **kwargs) -> bytes:
     """mlx-audio's Kokoro in this process, as int16 PCM."""
     import mlx.core as mx
 
-    from worker.tts_audio import to_pcm16
+    from worker.speech.audio import to_pcm16
 
     model = _direct_model(path)  # before seeding: building the model draws random numbers
     mx.random.seed(seed)

@@ -19,8 +19,8 @@ from tests.vision_helpers import chat_submit, png, run_all
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
-from worker.vision_model import load_vision_model  # noqa: E402
+from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.model import load_vision_model  # noqa: E402
 
 QUESTION = "What is said here?"
 MAX_TOKENS = 10
@@ -102,7 +102,7 @@ def test_checkpoint_declares_audio_and_image_input(engine):
 
 
 def test_backend_auto_picks_mlx_vlm_for_the_omni_checkpoint(path):
-    from worker.engines import VISION, main_model_kind
+    from worker.runtime.loading import VISION, main_model_kind
 
     assert main_model_kind(path) == VISION
 
@@ -141,7 +141,7 @@ def test_different_audio_of_the_same_length_gives_different_answers(engine):
 
 
 def test_audio_requests_with_the_prefix_cache_on_equal_plain_ones(vm):
-    # mlx-vlm's APC mishandles audio prompts (worker/vision_engine.py): they must bypass it.
+    # mlx-vlm's APC mishandles audio prompts (worker/vision/engine.py): they must bypass it.
     cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
     plain = VisionEngine(vm, 2048, None)
     order = [wav_bytes(6), wav_bytes(7), wav_bytes(6)]

@@ -18,11 +18,11 @@ from mlx_lm.sample_utils import make_sampler
 from protocol.messages import FinishReason, SamplingParams
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.unit.schema_check import validate
-from worker.constraints.processor import ConstraintProcessor
-from worker.constraints.think_gate import ThinkGate
-from worker.prompts import chat_prompt_tokens
-from worker.request_features import build_features, configure
-from worker.text_engine import load_text_model
+from worker.text.constraints.processor import ConstraintProcessor
+from worker.text.constraints.think_gate import ThinkGate
+from worker.text.features import build_features, configure
+from worker.text.model import load_text_model
+from worker.text.prompts import chat_prompt_tokens
 
 NO_THINKING = {"enable_thinking": False}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]

@@ -11,12 +11,12 @@ import mlx.core as mx
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.constraints.close_out import close_out_candidates
-from worker.constraints.grammars import response_format_grammar
-from worker.constraints.llg import compile_matcher, ll_tokenizer
-from worker.constraints.processor import ConstraintProcessor
-from worker.constraints.think_gate import ThinkGate
-from worker.text_engine import load_text_model
+from worker.text.constraints.close_out import close_out_candidates
+from worker.text.constraints.grammars import response_format_grammar
+from worker.text.constraints.llg import compile_matcher, ll_tokenizer
+from worker.text.constraints.processor import ConstraintProcessor
+from worker.text.constraints.think_gate import ThinkGate
+from worker.text.model import load_text_model
 
 PROMPT = [1, 2, 3]
 

@@ -6,11 +6,11 @@ import pytest
 
 from protocol.messages import ErrorCode, SamplingParams
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.constraints.grammars import closed_objects
-from worker.errors import RequestError
-from worker.prompts import chat_prompt_tokens
-from worker.request_features import build_features, configure
-from worker.text_engine import load_text_model
+from worker.runtime.errors import RequestError
+from worker.text.constraints.grammars import closed_objects
+from worker.text.features import build_features, configure
+from worker.text.model import load_text_model
+from worker.text.prompts import chat_prompt_tokens
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 TOOL = {

@@ -10,7 +10,7 @@ from gateway.config import ServerConfig
 from gateway.worker_process import default_worker_command
 from protocol import Endpoints
 from tests.unit.test_gateway_cli import FakeServer, no_serving  # noqa: F401 (a fixture)
-from worker.process import parse_args
+from worker.runtime.process import parse_args
 
 
 def test_media_flags_reach_the_config(no_serving, tmp_path):  # noqa: F811

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from protocol.messages import FinishReason
-from worker.parsers.output import OutputParser
-from worker.parsers.reasoning import FORMATS, ReasoningParser
-from worker.parsers.registry import tool_format
-from worker.parsers.tool_base import ToolContext
+from worker.text.parsers.output import OutputParser
+from worker.text.parsers.reasoning import FORMATS, ReasoningParser
+from worker.text.parsers.registry import tool_format
+from worker.text.parsers.tool_base import ToolContext
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "parsers"
 # data file -> tool-call parser name (None: reasoning only)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.parsers.registry import (
+from worker.text.features import configure, model_features
+from worker.text.model import load_text_model
+from worker.text.parsers.registry import (
     detect_reasoning_format,
     detect_tool_format,
     reasoning_format,
     tool_format,
     tool_format_names,
 )
-from worker.request_features import configure, model_features
-from worker.text_engine import load_text_model
 
 # The lines of each family's published chat template that give its syntax away.
 TEMPLATE_SNIPPETS = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from protocol.messages import FinishReason
-from worker.parsers.output import OutputParser
-from worker.parsers.reasoning import QWEN3, ReasoningParser
-from worker.parsers.registry import tool_format
-from worker.parsers.tool_base import ToolContext
+from worker.text.parsers.output import OutputParser
+from worker.text.parsers.reasoning import QWEN3, ReasoningParser
+from worker.text.parsers.registry import tool_format
+from worker.text.parsers.tool_base import ToolContext
 
 HERMES_CALL = (
     '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris, France", '

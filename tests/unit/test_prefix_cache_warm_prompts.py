@@ -16,9 +16,9 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from protocol.messages import Op
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.prefix_cache import PrefixCache
-from worker.ssd_cache import SsdCacheTier
-from worker.warm_prompts import (
+from worker.cache.prefix_cache import PrefixCache
+from worker.cache.ssd_cache import SsdCacheTier
+from worker.cache.warm_prompts import (
     WarmPrompt,
     WarmPromptsError,
     load_warm_prompts,
@@ -76,7 +76,7 @@ def test_a_bad_line_is_an_error_naming_the_file_and_line(line, complaint):
 
 def test_parsing_imports_no_mlx():
     code = (
-        "import sys, worker.warm_prompts; "
+        "import sys, worker.cache.warm_prompts; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

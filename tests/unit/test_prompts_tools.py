@@ -9,13 +9,13 @@ import pytest
 
 from protocol.messages import ControlCall, ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.errors import RequestError
-from worker.handoff import Handoff
-from worker.io_threads import Receiver
-from worker.prompts import build_chat_prompt, chat_prompt_tokens
-from worker.stats import WorkerStats
-from worker.text_engine import load_text_model
-from worker.token_counting import count_chat_tokens
+from worker.runtime.errors import RequestError
+from worker.runtime.handoff import Handoff
+from worker.runtime.io_threads import Receiver
+from worker.runtime.stats import WorkerStats
+from worker.text.model import load_text_model
+from worker.text.prompts import build_chat_prompt, chat_prompt_tokens
+from worker.text.token_counting import count_chat_tokens
 
 TOOL = {
     "type": "function",

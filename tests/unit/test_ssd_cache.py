@@ -17,10 +17,10 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, load_prompt_cache, make_prompt_cache
 
-import worker.cache_io_thread as cache_io_thread
+import worker.cache.io_thread as cache_io_thread
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.prefix_cache import PrefixCache
-from worker.ssd_cache import SsdCacheTier
+from worker.cache.prefix_cache import PrefixCache
+from worker.cache.ssd_cache import SsdCacheTier
 
 BIG = 1 << 30
 KEY = "model-a"
@@ -171,7 +171,7 @@ def test_a_truncated_file_is_ignored_and_logged(model, tmp_path, caplog):
     write_entries(tmp_path, model, [prompt])
     (path,) = tensor_files(tmp_path)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with caplog.at_level(logging.WARNING, logger="worker.ssd_cache"):
+    with caplog.at_level(logging.WARNING, logger="worker.cache.ssd_cache"):
         pc = worker_cache(tmp_path)
         assert pc.fetch(prompt + [5])[0] is None
     assert "unreadable prefix cache" in caplog.text
@@ -182,7 +182,7 @@ def test_a_corrupt_file_is_ignored_logged_and_deleted(model, tmp_path, caplog):
     write_entries(tmp_path, model, [prompt])
     (path,) = tensor_files(tmp_path)
     path.write_bytes(b"\xff" * path.stat().st_size)  # same size: only reading finds out
-    with caplog.at_level(logging.WARNING, logger="worker.ssd_cache"):
+    with caplog.at_level(logging.WARNING, logger="worker.cache.ssd_cache"):
         pc = worker_cache(tmp_path)
         assert pc.fetch(prompt + [5]) == (None, prompt + [5])
         pc.ssd.close()

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tests.stt_audio import SENTENCES, encode, speech_wav, synthetic_voice, write_wav
-from worker.errors import RequestError
+from worker.runtime.errors import RequestError
 
 pytest.importorskip("mlx_audio.audio_io")
 
-from worker.audio_decode import decode_audio  # noqa: E402
+from worker.transcription.audio_decode import decode_audio  # noqa: E402
 
 
 @pytest.fixture(scope="module")

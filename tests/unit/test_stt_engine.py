@@ -19,8 +19,8 @@ from tests.stt_audio import SENTENCES, concat_wavs, duration, speech_wav
 
 mlx_audio_stt = pytest.importorskip("mlx_audio.stt")
 
-from worker.stt_engine import SttEngine, load_stt_engine  # noqa: E402
-from worker.stt_family import UnsupportedSpeechModel  # noqa: E402
+from worker.transcription.engine import SttEngine, load_stt_engine  # noqa: E402
+from worker.transcription.family import UnsupportedSpeechModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")

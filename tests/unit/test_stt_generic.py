@@ -15,8 +15,8 @@ from protocol.messages import ErrorCode, FinishReason, Op, SamplingParams, Submi
 
 pytest.importorskip("mlx_audio.stt")
 
-from worker.stt_engine import SttEngine  # noqa: E402
-from worker.stt_generic import split_at_quiet_points  # noqa: E402
+from worker.transcription.engine import SttEngine  # noqa: E402
+from worker.transcription.generic import split_at_quiet_points  # noqa: E402
 
 RATE = 16000
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.stt_text import TranscriptDeltas
+from worker.transcription.text import TranscriptDeltas
 
 SNOWMAN = "☃"  # 3 bytes in UTF-8
 

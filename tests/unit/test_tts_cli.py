@@ -12,7 +12,7 @@ import soundfile
 
 from gateway.speech_cli import format_for
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.tts_audio import to_pcm16
+from worker.speech.audio import to_pcm16
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
 TEXT = "Hello world."

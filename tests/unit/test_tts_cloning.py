@@ -15,9 +15,9 @@ import soundfile
 
 from protocol.messages import Op, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.tts_audio import to_pcm16
-from worker.tts_engine import TtsEngine, load_tts_engine
-from worker.tts_families import MOSS_TTS_NANO, SpeechRequest
+from worker.speech.audio import to_pcm16
+from worker.speech.engine import TtsEngine, load_tts_engine
+from worker.speech.families import MOSS_TTS_NANO, SpeechRequest
 
 TEXT = "Good morning."
 REF_TEXT = "Hello there."

@@ -15,9 +15,9 @@ import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.speech_helpers import TEXT, run, submit
-from worker.errors import RequestError
-from worker.tts_audio import decode_reference, to_pcm16
-from worker.tts_engine import TtsEngine, load_tts_engine
+from worker.runtime.errors import RequestError
+from worker.speech.audio import decode_reference, to_pcm16
+from worker.speech.engine import TtsEngine, load_tts_engine
 
 INTERVAL = 0.16  # the engine's default: 2 codec frames per streamed chunk
 

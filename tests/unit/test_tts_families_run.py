@@ -22,8 +22,8 @@ import soundfile
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 from tests.speech_helpers import TEXT, direct_mono_pcm, run, sine_wav, submit
-from worker.tts_audio import to_pcm16
-from worker.tts_engine import TtsEngine, load_tts_engine
+from worker.speech.audio import to_pcm16
+from worker.speech.engine import TtsEngine, load_tts_engine
 
 VOX_PATCHES = VOXCPM2_SIZES["tiny"].max_new_tokens
 MOSS_FRAMES = MOSS_TTS_NANO_SIZES["tiny"].max_new_tokens

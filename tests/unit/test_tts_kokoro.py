@@ -18,8 +18,8 @@ import pytest
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_kokoro import KOKORO_VOICES
 from tests.speech_helpers import run, submit
-from worker.tts_audio import to_pcm16
-from worker.tts_engine import TtsEngine, load_tts_engine
+from worker.speech.audio import to_pcm16
+from worker.speech.engine import TtsEngine, load_tts_engine
 
 pytest.importorskip(
     "misaki.espeak",

@@ -13,8 +13,8 @@ from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
-from worker.vision_model import load_vision_model  # noqa: E402
+from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.model import load_vision_model  # noqa: E402
 
 QUESTION = "What is this?"
 MAX_TOKENS = 10
@@ -169,7 +169,7 @@ def test_malformed_media_messages_are_bad_requests(engine, messages, images, nee
 
 
 def test_backend_auto_picks_mlx_vlm_for_vision_models_only(path):
-    from worker.engines import TEXT, VISION, main_model_kind
+    from worker.runtime.loading import TEXT, VISION, main_model_kind
 
     text_path = str(ensure_checkpoint("qwen3"))
     assert main_model_kind(path) == VISION
@@ -182,7 +182,7 @@ def test_unknown_mlx_vlm_model_type_fails_naming_the_supported_ones(path, tmp_pa
     import json
     import shutil
 
-    from worker.engines import main_model_kind
+    from worker.runtime.loading import main_model_kind
 
     copy = tmp_path / "ckpt"
     shutil.copytree(path, copy)

@@ -17,11 +17,11 @@ from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
-from worker.vision_model import load_vision_model  # noqa: E402
+from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.model import load_vision_model  # noqa: E402
 
 FAMILIES = ("qwen2_5_vl", "qwen3_vl", "gemma3")
-# Families whose image features the engine reuses across requests (worker/vision_features.py).
+# Families whose image features the engine reuses across requests (worker/vision/features.py).
 FEATURE_CACHE_FAMILIES = ("qwen2_5_vl", "gemma3")
 QUESTION = "What is this?"
 MAX_TOKENS = 8

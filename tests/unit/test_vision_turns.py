@@ -18,9 +18,9 @@ from tests.vision_helpers import mlx_vlm_message, png, run_all
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision_engine import VisionEngine, make_apc_manager  # noqa: E402
-from worker.vision_model import load_vision_model  # noqa: E402
-from worker.vision_turns import ConversationCache, media_key  # noqa: E402
+from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.model import load_vision_model  # noqa: E402
+from worker.vision.turns import ConversationCache, media_key  # noqa: E402
 
 BUDGET = 64 << 20
 QUESTION = " ".join(["describe the picture in every detail"] * 3)

@@ -14,12 +14,12 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.messages import Delta, ErrorCode, FinishReason, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker import request_features
-from worker.batch_engine import BatchTextEngine
-from worker.generation_prefix import PrefixReuse
-from worker.generation_settings import GenerationSettings
-from worker.prefix_cache import PrefixCache
-from worker.text_engine import load_text_model
+from worker.cache.prefix_cache import PrefixCache
+from worker.text import features as request_features
+from worker.text.batch_engine import BatchTextEngine
+from worker.text.model import load_text_model
+from worker.text.prefix_reuse import PrefixReuse
+from worker.text.settings import GenerationSettings
 
 PROMPTS = {
     "fib": "def fib(n):",
@@ -273,7 +273,7 @@ def test_a_failing_logits_processor_fails_only_its_request(text_model, solo, mon
             return request_features.RequestFeatures(logits_processors=[explode])
         return request_features.RequestFeatures()
 
-    monkeypatch.setattr("worker.generation_request.build_features", features)
+    monkeypatch.setattr("worker.text.request.build_features", features)
     run = Run(engine_for(text_model))
     bad = submit("bad", "x", 8)
     bad.inputs["explode"] = True
@@ -294,7 +294,7 @@ def test_the_output_parser_gets_the_text_and_may_change_the_finish_reason(text_m
             return request_features.ParsedDelta(content="!"), "tool_calls"
 
     monkeypatch.setattr(
-        "worker.generation_request.build_features",
+        "worker.text.request.build_features",
         lambda *a: request_features.RequestFeatures(parser=Upper()),
     )
     run = Run(engine_for(text_model))
@@ -361,7 +361,7 @@ def test_processors_see_the_whole_prompt_then_each_token_also_after_a_cache_hit(
         return logits
 
     monkeypatch.setattr(
-        "worker.generation_request.build_features",
+        "worker.text.request.build_features",
         lambda *a: request_features.RequestFeatures(logits_processors=[recording]),
     )
     cache = PrefixCache(1 << 30, "tiny")

@@ -1,5 +1,5 @@
 """Generation flags from `serve` to the worker: CLI -> ServerConfig -> argv/env -> worker args;
-the OpenBLAS preload (worker/blas.py)."""
+the OpenBLAS preload (launch/blas.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from gateway import cli
 from gateway.config import ServerConfig
 from gateway.worker_process import default_worker_command, worker_env
+from launch import blas
 from protocol import Endpoints
-from worker import blas
-from worker.process import parse_args
+from worker.runtime.process import parse_args
 
 LIB = "/usr/lib/x86_64-linux-gnu/libopenblas.so.0"
 REQUIRED = ["--model", "m", "--to-worker", "a", "--from-worker", "b", "--parent-pid", "1"]
@@ -94,7 +94,7 @@ def test_a_preloaded_openblas_is_what_mlx_matmul_runs_on():
     code = textwrap.dedent(
         """
         import mlx.core as mx
-        from worker.blas import loaded_openblas
+        from launch.blas import loaded_openblas
         mx.random.seed(0)
         a = mx.random.normal((64, 64))
         print(loaded_openblas() is not None, float((a @ a).sum()))
@@ -114,7 +114,7 @@ def test_a_preloaded_openblas_is_what_mlx_matmul_runs_on():
 
 
 def test_the_worker_refuses_to_start_without_the_openblas_it_must_have(monkeypatch):
-    from worker.generation_args import check_blas
+    from worker.text.args import check_blas
 
     monkeypatch.setattr(blas, "loaded_openblas", lambda: None)
     with pytest.raises(blas.BlasUnavailable, match="not loaded"):
@@ -241,7 +241,7 @@ def test_serve_refuses_a_bad_warm_prompts_file_naming_the_line(configs, tmp_path
 
 def engine_setup(*flags: str):
     from scripts.tiny_checkpoint import ensure_checkpoint
-    from worker.generation_args import build_text_engine
+    from worker.text.args import build_text_engine
 
     return build_text_engine(
         parse_args(REQUIRED[2:] + ["--model", str(ensure_checkpoint("qwen3")), *flags])

@@ -14,11 +14,11 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.messages import Delta, FinishReason, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.generation_prefix import PrefixReuse
-from worker.generation_settings import GenerationSettings
-from worker.generation_solo import SoloTextEngine
-from worker.prefix_cache import PrefixCache
-from worker.text_engine import check_same_vocabulary, load_text_model
+from worker.cache.prefix_cache import PrefixCache
+from worker.text.model import check_same_vocabulary, load_text_model
+from worker.text.prefix_reuse import PrefixReuse
+from worker.text.settings import GenerationSettings
+from worker.text.solo_engine import SoloTextEngine
 
 PROMPTS = ["def fib(n):", "Write a poem about the sea and the sky, " * 6, "import os\n"]
 N = 20
@@ -133,7 +133,7 @@ def test_the_context_window_ends_a_speculative_request_with_length(with_draft):
 def test_a_constrained_request_skips_the_draft_so_its_processors_see_each_token_once(
     with_draft, monkeypatch
 ):
-    from worker import request_features
+    from worker.text import features as request_features
 
     seen: list[int] = []
 
@@ -142,7 +142,7 @@ def test_a_constrained_request_skips_the_draft_so_its_processors_see_each_token_
         return logits
 
     monkeypatch.setattr(
-        "worker.generation_request.build_features",
+        "worker.text.request.build_features",
         lambda *a: request_features.RequestFeatures(logits_processors=[counting]),
     )
     deltas = run_all(SoloTextEngine(with_draft, GenerationSettings()), [PROMPTS[0]])

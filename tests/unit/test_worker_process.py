@@ -40,8 +40,8 @@ from protocol.messages import (
     Usage,
 )
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.prompts import build_chat_prompt
-from worker.text_engine import load_text_model
+from worker.text.model import load_text_model
+from worker.text.prompts import build_chat_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 0.2

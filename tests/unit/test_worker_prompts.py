@@ -6,9 +6,9 @@ import pytest
 
 from protocol.messages import ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.errors import RequestError
-from worker.prompts import build_chat_prompt, build_completion_prompt, prompt_for
-from worker.text_engine import load_text_model
+from worker.runtime.errors import RequestError
+from worker.text.model import load_text_model
+from worker.text.prompts import build_chat_prompt, build_completion_prompt, prompt_for
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 

@@ -9,15 +9,15 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.messages import ErrorCode, SamplingParams
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.errors import RequestError
-from worker.prompts import build_completion_prompt
-from worker.sampling import (
+from worker.runtime.errors import RequestError
+from worker.text.model import load_text_model
+from worker.text.prompts import build_completion_prompt
+from worker.text.sampling import (
     load_sampling_defaults,
     make_request_logits_processors,
     make_request_sampler,
     resolve_sampling,
 )
-from worker.text_engine import load_text_model
 
 VOCAB = 4096
 

@@ -15,9 +15,9 @@ from protocol.messages import (
     Submit,
     Usage,
 )
-from worker.handoff import Handoff, ShutdownRequest
-from worker.scheduler import Scheduler
-from worker.stats import WorkerStats
+from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.scheduler import Scheduler
+from worker.runtime.stats import WorkerStats
 
 
 class FakeEngine:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_worker_scheduler import FakeEngine, Harness, submit
-from worker.handoff import ShutdownRequest
+from worker.runtime.handoff import ShutdownRequest
 
 OPS = ("complete", "speech", "transcribe")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.stop_strings import StopStringMatcher
+from worker.text.stop_strings import StopStringMatcher
 
 
 def run(stops: list[str], pieces: list[str]) -> tuple[list[str], bool, int]:

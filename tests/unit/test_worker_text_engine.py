@@ -8,8 +8,8 @@ import pytest
 
 from protocol.messages import ErrorCode, FinishReason, SamplingParams, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from worker.errors import RequestError
-from worker.text_engine import TextGeneration, load_text_model, start_text_generation
+from worker.runtime.errors import RequestError
+from worker.text.model import TextGeneration, load_text_model, start_text_generation
 
 PROMPT = [5, 6, 7, 8]
 

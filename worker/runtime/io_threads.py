@@ -1,0 +1,188 @@
+"""The worker's two IO threads: the receiver (PULL socket) and the sender (PUSH socket).
+
+They touch only bytes and Python objects, never MLX, so they keep working (stats replies,
+heartbeats, aborts) while the MLX thread is busy in a long prefill or decode step. Each owns
+one socket outright and closes it itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from protocol import ProtocolError, decode, encode
+from protocol.messages import Abort, ControlCall, ControlReply, Heartbeat, Message, Submit
+from worker.runtime.errors import RequestError
+from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.stats import WorkerStats
+
+log = logging.getLogger(__name__)
+
+_POLL_MS = 100  # how often the receiver looks at its stop flag
+
+
+class Receiver(threading.Thread):
+    """Reads gateway messages: Submits to the inbox, Aborts to the abort set, control calls."""
+
+    def __init__(
+        self,
+        socket: zmq.Socket,
+        handoff: Handoff,
+        outbox: queue.SimpleQueue,
+        stats: WorkerStats,
+    ) -> None:
+        super().__init__(name="worker-receiver", daemon=True)
+        self._socket = socket
+        self._handoff = handoff
+        self._outbox = outbox
+        self._stats = stats
+        self._stopping = threading.Event()
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Submit: self._on_submit,
+            Abort: self._on_abort,
+            ControlCall: self._on_control,
+        }
+        self._controls: dict[str, Callable[[ControlCall], None]] = {
+            "stats": self._control_stats,
+            "shutdown": self._control_shutdown,
+            "count_tokens": self._control_count_tokens,
+        }
+        # chat inputs -> prompt length; set once the model is loaded (token_counting.py).
+        self._count_tokens: Callable[[dict[str, Any]], int] | None = None
+
+    def set_token_counter(self, count: Callable[[dict[str, Any]], int]) -> None:
+        self._count_tokens = count
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                if self._socket.poll(_POLL_MS):
+                    self._handle(self._socket.recv())
+        except Exception:
+            log.exception("receiver thread failed")
+        finally:
+            self._socket.close()
+
+    def _handle(self, frame: bytes) -> None:
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            log.error("dropping a frame that is not a message: %s", exc)
+            return
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            log.error("dropping a %s: not a gateway -> worker message", type(message).__name__)
+            return
+        try:
+            handler(message)
+        except Exception:  # a malformed message (e.g. wrong field types) must not stop reading
+            log.exception("dropping a %s that could not be handled", type(message).__name__)
+
+    def _on_submit(self, submit: Submit) -> None:
+        self._handoff.inbox.put(submit)
+
+    def _on_abort(self, abort: Abort) -> None:
+        self._handoff.aborts.add(abort.request_ids)
+
+    def _on_control(self, call: ControlCall) -> None:
+        control = self._controls.get(call.method)
+        if control is None:
+            known = ", ".join(sorted(self._controls))
+            error = f"unknown control method {call.method!r} (known: {known})"
+            self._outbox.put(ControlReply(call_id=call.call_id, ok=False, error=error))
+            return
+        control(call)
+
+    def _control_stats(self, call: ControlCall) -> None:
+        self._outbox.put(ControlReply(call_id=call.call_id, ok=True, result=self._stats.snapshot()))
+
+    def _control_count_tokens(self, call: ControlCall) -> None:
+        if self._count_tokens is None:
+            reply = ControlReply(call.call_id, ok=False, error="no model is loaded yet")
+        else:
+            try:
+                count = self._count_tokens(call.args)
+                reply = ControlReply(call.call_id, ok=True, result={"input_tokens": count})
+            except RequestError as exc:
+                reply = ControlReply(call.call_id, ok=False, error=exc.message)
+            except Exception as exc:  # every call gets a reply, or the gateway waits for it
+                log.exception("count_tokens failed")
+                reply = ControlReply(call.call_id, ok=False, error=f"internal error: {exc}")
+        self._outbox.put(reply)
+
+    def _control_shutdown(self, call: ControlCall) -> None:
+        # The MLX thread aborts every request, replies and ends its loop; the flag also stops
+        # a prefill in progress.
+        self._handoff.shutdown.set()
+        self._handoff.inbox.put(ShutdownRequest(call_id=call.call_id))
+
+
+class _Close:
+    """The sentinel that ends the sender after everything queued before it was sent."""
+
+
+class Sender(threading.Thread):
+    """Encodes and sends queued messages; sends a Heartbeat after `interval` s of silence."""
+
+    def __init__(
+        self,
+        socket: zmq.Socket,
+        outbox: queue.SimpleQueue,
+        stats: WorkerStats,
+        interval: float,
+    ) -> None:
+        super().__init__(name="worker-sender", daemon=True)
+        self._socket = socket
+        self._outbox = outbox
+        self._stats = stats
+        self._interval = interval
+        # Off until READY went out: the gateway's first message from a worker is Ready or Fatal.
+        self._heartbeats = threading.Event()
+
+    def enable_heartbeats(self) -> None:
+        self._heartbeats.set()
+
+    def close(self, timeout: float) -> bool:
+        """Sends what is queued, closes the socket (with linger); False if it did not finish."""
+        self._outbox.put(_Close())
+        self.join(timeout)
+        return not self.is_alive()
+
+    def run(self) -> None:
+        last_sent = time.monotonic()
+        try:
+            while True:
+                wait = max(0.0, last_sent + self._interval - time.monotonic())
+                try:
+                    message = self._outbox.get(timeout=wait)
+                except queue.Empty:
+                    if self._heartbeats.is_set():
+                        active, waiting = self._stats.load()
+                        self._send(Heartbeat(time=time.time(), active=active, waiting=waiting))
+                    last_sent = time.monotonic()
+                    continue
+                if isinstance(message, _Close):
+                    return
+                self._send(message)
+                last_sent = time.monotonic()
+        except Exception:
+            log.exception("sender thread failed")
+        finally:
+            self._socket.close()
+
+    def _send(self, message: Message) -> None:
+        try:
+            frame = encode(message)
+        except Exception:
+            log.exception("cannot encode a %s; dropped", type(message).__name__)
+            return
+        self._socket.send(frame)

@@ -1,0 +1,201 @@
+"""Which engines a worker runs, and loading them: the main model plus optional speech models.
+
+The main `--model` is classified from its config.json the way mlx-audio classifies checkpoints:
+a speech-recognition model gets the speech-in engine, a TTS model the speech-out engine. Any
+other model is served by mlx-lm (the text engine) or mlx-vlm (the vision engine, images and
+audio in) as `--backend` says: "auto" picks mlx-vlm when config.json has a `vision_config` or
+`audio_config` section, "text" forces mlx-lm, "omni" forces mlx-vlm (a clear error when mlx-vlm
+is not installed or has no module for the model_type). `--tts-model` / `--asr-model` add a
+speech engine next to the main one, in the same worker and on the same MLX thread. `--omni`
+insists that the main model is a speech model (a clear error otherwise). Everything here runs
+on the MLX thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TEXT, VISION, SPEECH_OUT, SPEECH_IN = "text", "vision", "tts", "stt"
+BACKENDS = ("auto", "text", "omni")
+_EXTRA = {SPEECH_OUT: "tts", SPEECH_IN: "audio"}
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--tts-model", help="a TTS checkpoint served next to the main model (speech out)")
+    add("--asr-model", help="a speech-recognition checkpoint served next to it (speech in)")
+    add("--omni", action="store_true", help="the main model is a speech model")
+    add(
+        "--backend",
+        default="auto",
+        choices=BACKENDS,
+        help="auto: mlx-vlm for models with a vision/audio encoder, else mlx-lm; "
+        "text: mlx-lm; omni: mlx-vlm",
+    )
+    add(
+        "--vision-cache-entries",
+        type=_non_negative,
+        default=20,
+        help="image feature sets kept for reuse by content (mlx-vlm models); 0: none",
+    )
+    add("--reasoning-parser", default="auto", help="auto | none | qwen3 | deepseek_r1")
+    add("--tool-call-parser", default="auto", help="auto | none | a format name")
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def model_kind(path: str) -> str:
+    """TEXT, SPEECH_OUT or SPEECH_IN, from the checkpoint's config.json."""
+    try:
+        from mlx_audio.registry import classify_model
+    except ImportError:  # no speech extra installed: only text models are servable
+        return TEXT
+    from worker.transcription.family import read_model_type
+
+    kind = classify_model(read_model_type(path), Path(path).name)
+    return kind if kind in (SPEECH_OUT, SPEECH_IN) else TEXT
+
+
+def main_model_kind(path: str, backend: str = "auto") -> str:
+    """TEXT, VISION, SPEECH_OUT or SPEECH_IN for the main model under `--backend`; raises
+    ValueError (naming the fix) when the backend cannot serve it."""
+    from worker.vision.model import (
+        OMNI_EXTRA_HINT,
+        has_media_config,
+        mlx_vlm_installed,
+        read_config,
+        vlm_model_type,
+    )
+
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown --backend {backend!r} ({', '.join(BACKENDS)})")
+    if backend == "text":
+        return TEXT
+    if backend == "omni":
+        vlm_model_type(path)  # raises naming the supported model types
+        return VISION
+    kind = model_kind(path)
+    if kind != TEXT or not has_media_config(read_config(path)):
+        return kind
+    if not mlx_vlm_installed():
+        raise ValueError(
+            f"{path} has a vision or audio encoder: {OMNI_EXTRA_HINT}, "
+            "or pass --backend text to serve its text part with mlx-lm"
+        )
+    vlm_model_type(path)
+    return VISION
+
+
+@dataclass
+class LoadedEngines:
+    engines: list[Any]  # worker.runtime.engine.Engine, the main model's first
+    capabilities: list[str]
+    limits: dict[str, Any]
+    audio: dict[str, Any]
+    tokenizer: Any = None  # the text model's, for count_tokens (None without a text model)
+    model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+
+
+def load_engines(args: argparse.Namespace) -> LoadedEngines:
+    """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal)."""
+    kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
+    if args.omni and kind in (TEXT, VISION):
+        raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
+    loaded = LoadedEngines(engines=[], capabilities=[], limits={}, audio={})
+    if kind == TEXT:
+        _add_text(loaded, args)
+    elif kind == VISION:
+        _add_vision(loaded, args)
+    else:
+        _add_speech(loaded, kind, args.model)
+    for extra_kind, path in ((SPEECH_OUT, args.tts_model), (SPEECH_IN, args.asr_model)):
+        if path:
+            found = model_kind(path)
+            if found != extra_kind:
+                raise ValueError(
+                    f"--{'tts' if extra_kind == SPEECH_OUT else 'asr'}-model {path} is not a "
+                    f"{'TTS' if extra_kind == SPEECH_OUT else 'speech-recognition'} checkpoint "
+                    f"(install the [{_EXTRA[extra_kind]}] extra if it is one)"
+                )
+            _add_speech(loaded, extra_kind, path)
+    return loaded
+
+
+def _add_text(loaded: LoadedEngines, args: argparse.Namespace) -> None:
+    from worker.text.args import build_text_engine
+    from worker.text.features import configure
+
+    setup = build_text_engine(args)
+    configure(args.reasoning_parser, args.tool_call_parser, setup.tokenizer)
+    loaded.engines.append(setup.engine)
+    loaded.capabilities += list(setup.engine.capabilities())
+    loaded.limits.update(setup.engine.ready_info())
+    loaded.tokenizer, loaded.model = setup.tokenizer, setup.model
+    loaded.closers.append(setup.prefix.close)
+
+
+def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
+    from worker.text.features import configure
+    from worker.vision.engine import VisionEngine, make_apc_manager
+    from worker.vision.features import CountingVisionCache
+    from worker.vision.model import load_vision_model
+    from worker.vision.turns import ConversationCache
+
+    unsupported = [
+        flag
+        for flag, value in (
+            ("--draft-model", args.draft_model),
+            ("--kv-bits", args.kv_bits),
+            ("--max-kv-size", args.max_kv_size),
+            ("--warm-prompts", args.warm_prompts),
+            ("--ssd-cache-dir", args.ssd_cache_dir),
+            ("--dtype", None if args.dtype == "auto" else args.dtype),
+        )
+        if value is not None
+    ]
+    if unsupported:
+        raise ValueError(
+            f"{', '.join(unsupported)}: not supported for an mlx-vlm model ({args.model})"
+        )
+    vm = load_vision_model(args.model)
+    configure(args.reasoning_parser, args.tool_call_parser, vm.tokenizer)
+    # Half of the prefix-cache budget for text prefixes (mlx-vlm's APC), half for
+    # conversations with images (worker/vision/turns.py).
+    apc = make_apc_manager(vm.model, args.prefix_cache_bytes // 2)
+    turns = ConversationCache(args.prefix_cache_bytes // 2)
+    cache = CountingVisionCache(args.vision_cache_entries)
+    engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns)
+    loaded.engines.append(engine)
+    loaded.capabilities += engine.capabilities()
+    loaded.limits.update(engine.ready_info())
+    # No count_tokens: a prompt's length depends on its images' sizes (processor work).
+    loaded.model = vm.model
+
+
+def _add_speech(loaded: LoadedEngines, kind: str, path: str) -> None:
+    if kind == SPEECH_OUT:
+        from worker.speech.engine import load_tts_engine
+
+        engine = load_tts_engine(path)
+        loaded.audio.update(engine.ready_info())
+    else:
+        from worker.transcription.engine import load_stt_engine
+
+        engine = load_stt_engine(path)
+        loaded.limits.update(engine.ready_info())
+    loaded.engines.append(engine)
+    loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]

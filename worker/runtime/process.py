@@ -1,0 +1,181 @@
+"""The worker process entry point: `python -m worker --model PATH --to-worker ... ...`.
+
+`run_worker_process` sets up logging (stderr) and the parent watchdog, connects the sockets,
+starts the IO threads, loads the model on this (main) thread, sends Ready (or Fatal and exits
+1), then runs the scheduler on this same thread: the one thread that ever touches MLX. A
+top-level guard turns anything unexpected in the loop into Fatal + exit 1; the gateway
+restarts the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
+from worker.runtime.channels import WorkerChannels
+from worker.runtime.handoff import Handoff
+from worker.runtime.io_threads import Receiver, Sender
+from worker.runtime.loading import add_engine_arguments
+from worker.runtime.parent_watchdog import install_parent_watchdog
+from worker.runtime.scheduler import Scheduler
+from worker.runtime.stats import WorkerStats
+from worker.text.args import add_generation_arguments, check_generation_arguments
+
+log = logging.getLogger("worker")
+
+_CLOSE_TIMEOUT_S = 3.0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
+    parser.add_argument("--model", required=True, help="local checkpoint directory")
+    parser.add_argument("--to-worker", required=True, help="endpoint to PULL requests from")
+    parser.add_argument("--from-worker", required=True, help="endpoint to PUSH replies to")
+    parser.add_argument("--parent-pid", type=int, required=True, help="exit when it exits")
+    parser.add_argument("--max-num-seqs", type=int, default=8, help="requests generated at once")
+    parser.add_argument("--heartbeat-interval", type=float, default=0.5, help="seconds")
+    add_generation_arguments(parser)
+    add_engine_arguments(parser)
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        default="info",
+        choices=["debug", "info", "warning", "error", "critical"],
+    )
+    args = parser.parse_args(argv)
+    if args.max_num_seqs < 1:
+        parser.error("--max-num-seqs must be at least 1")
+    if args.heartbeat_interval <= 0:
+        parser.error("--heartbeat-interval must be positive")
+    check_generation_arguments(parser, args)
+    return args
+
+
+def run_worker_process(args: argparse.Namespace) -> int:
+    """Runs the worker until shutdown (0) or a fatal error (1); returns the exit code."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format=f"%(asctime)s worker[{os.getpid()}] %(levelname)s %(name)s: %(message)s",
+    )
+    install_parent_watchdog(args.parent_pid)
+    # Ctrl-C in a terminal reaches the whole process group: the gateway decides when its worker
+    # stops (shutdown call, or its own death via the watchdog), not the keyboard.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The worker loads local directories only: never turn a missing file into a hub call.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    channels = WorkerChannels.connect(args.to_worker, args.from_worker)
+    handoff = Handoff()
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+    stats = WorkerStats(model=args.model)
+    receiver = Receiver(channels.inbound, handoff, outbox, stats)
+    sender = Sender(channels.outbound, outbox, stats, args.heartbeat_interval)
+    receiver.start()
+    sender.start()
+
+    code = _serve(args, handoff, outbox, stats, sender, receiver)
+
+    receiver.stop()
+    receiver.join(_CLOSE_TIMEOUT_S)
+    if not sender.close(_CLOSE_TIMEOUT_S) or receiver.is_alive():
+        log.warning("IO threads did not stop in time; exiting without a clean close")
+        sys.stderr.flush()
+        os._exit(code)
+    channels.context.term()
+    return code
+
+
+def _serve(
+    args: argparse.Namespace,
+    handoff: Handoff,
+    outbox: queue.SimpleQueue,
+    stats: WorkerStats,
+    sender: Sender,
+    receiver: Receiver,
+) -> int:
+    # Imported here so that a broken MLX install is reported as Fatal like any load failure.
+    try:
+        from worker.runtime.loading import load_engines
+        from worker.text.args import check_blas
+
+        check_blas(args.blas)
+        log.info("loading %s", args.model)
+        loaded = load_engines(args)
+    except Exception as exc:
+        log.exception("cannot load %s", args.model)
+        outbox.put(_fatal("the model failed to load", exc))
+        return 1
+
+    if loaded.tokenizer is not None:
+        from worker.text.token_counting import count_chat_tokens
+
+        # count_tokens calls are answered on the receiver thread (tokenizer only, no MLX).
+        receiver.set_token_counter(partial(count_chat_tokens, loaded.tokenizer))
+    outbox.put(
+        Ready(
+            protocol_version=PROTOCOL_VERSION,
+            model=args.model,
+            capabilities=loaded.capabilities,
+            limits={**loaded.limits, "max_num_seqs": args.max_num_seqs},
+            pid=os.getpid(),
+            audio=loaded.audio,
+        )
+    )
+    sender.enable_heartbeats()
+    log.info("ready: %s (%s)", args.model, ", ".join(loaded.capabilities))
+
+    try:
+        _run_scheduler(loaded.engines, loaded.model, handoff, outbox, stats, args.max_num_seqs)
+    except Exception as exc:
+        log.exception("worker loop failed")
+        outbox.put(_fatal("the worker loop failed", exc))
+        return 1
+    finally:
+        loaded.close()
+    log.info("shut down")
+    return 0
+
+
+def _fatal(what: str, exc: Exception) -> Fatal:
+    """`message` is short and safe to show anyone (the kind of failure); `detail` has the
+    exception's text and traceback, which can name files, for the gateway's log."""
+    return Fatal(f"{what} ({type(exc).__name__})", f"{exc}\n{traceback.format_exc()}")
+
+
+def _run_scheduler(
+    engines: list[Any],
+    model: Any,
+    handoff: Handoff,
+    outbox: queue.SimpleQueue,
+    stats: WorkerStats,
+    max_num_seqs: int,
+) -> None:
+    scheduler = Scheduler(
+        engines=engines,
+        handoff=handoff,
+        outbox=outbox,
+        stats=stats,
+        max_num_seqs=max_num_seqs,
+    )
+    if model is None:  # speech only
+        scheduler.run()
+        return
+    from mlx_lm.generate import generation_stream, wired_limit
+
+    # mlx-lm's own generate functions run under this (it raises the wired memory limit on Metal).
+    with wired_limit(model, [generation_stream]):
+        scheduler.run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run_worker_process(parse_args(argv)))

@@ -1,0 +1,251 @@
+"""The MLX thread's loop: admit, abort, expire and step requests; one Step message per iteration.
+
+The scheduler owns the request lifecycle; the engines (worker.runtime.engine.Engine, e.g. the text
+engine with continuous batching) own the model work. Each iteration:
+1. drain the abort set, then the inbox (so an abort is never seen before its own Submit);
+2. end aborted and expired requests (the engines apply it between their units of work: decode
+   steps, prefill chunks);
+3. `step()` every engine that has active requests (one decode step for every generating
+   request, one prefill chunk for every prefilling one);
+4. admit waiting requests (FIFO) while fewer than `max_num_seqs` are active: the engine checks
+   and tokenizes each and answers its empty "accepted" Delta, before its prefill starts (that
+   is the next iteration's step);
+5. send every Delta of the iteration in one Step message (none when nothing happened).
+Invariants: every Submit gets exactly one terminal Delta, and it carries usage; a request's
+first Delta is its accepted Delta (or its terminal error).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from protocol.messages import (
+    ControlReply,
+    Delta,
+    ErrorCode,
+    ErrorInfo,
+    FinishReason,
+    Step,
+    Submit,
+    Usage,
+)
+from worker.runtime.engine import Engine
+from worker.runtime.errors import RequestError, bad_request, internal
+from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.stats import WorkerStats
+
+log = logging.getLogger(__name__)
+
+_DEADLINE_ERROR = ErrorInfo(code=ErrorCode.DEADLINE, message="the request's deadline passed")
+
+
+@dataclass(slots=True)
+class _Active:
+    submit: Submit
+    engine: Engine
+
+
+class Scheduler:
+    """Runs on the MLX thread until a shutdown request; see the module docstring."""
+
+    def __init__(
+        self,
+        engines: Sequence[Engine],
+        handoff: Handoff,
+        outbox: queue.SimpleQueue,
+        stats: WorkerStats,
+        max_num_seqs: int,
+        idle_wait: float = 0.1,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._engines = list(engines)
+        self._handoff = handoff
+        self._outbox = outbox
+        self._stats = stats
+        self._max_num_seqs = max_num_seqs
+        self._idle_wait = idle_wait
+        self._clock = clock
+        self._active: dict[str, _Active] = {}
+        self._waiting: deque[Submit] = deque()
+
+    def run(self) -> None:
+        while self.iteration():
+            pass
+
+    def iteration(self) -> bool:
+        """One pass of the loop; False once a shutdown request was served."""
+        deltas: list[Delta] = []
+        # Aborts before the inbox: an abort drained now had its Submit queued before it.
+        aborted = self._handoff.aborts.drain()
+        idle = not (self._active or self._waiting or aborted)
+        shutdown: ShutdownRequest | None = None
+        for item in self._handoff.take(self._idle_wait if idle else None):
+            if isinstance(item, ShutdownRequest):
+                shutdown = item
+            else:
+                self._enqueue(item, deltas)
+        if shutdown is not None:
+            self._abort(set(self._active) | {s.request_id for s in self._waiting}, deltas)
+            self._emit(deltas)
+            self._outbox.put(ControlReply(call_id=shutdown.call_id, ok=True))
+            return False
+        self._abort(aborted, deltas)
+        self._expire(deltas)
+        self._step(deltas)
+        self._admit(deltas)
+        self._stats.set_queue(list(self._active), len(self._waiting))
+        self._emit(deltas)
+        return True
+
+    def _enqueue(self, submit: Submit, deltas: list[Delta]) -> None:
+        if not isinstance(submit.request_id, str):
+            log.error("dropping a Submit whose request id is not a string: %r", submit.request_id)
+            return
+        self._stats.count_request()
+        deadline = submit.deadline
+        if deadline is not None and (
+            isinstance(deadline, bool) or not isinstance(deadline, (int, float))
+        ):
+            error = bad_request(f"deadline must be a number, got {deadline!r}")
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
+            return
+        if submit.request_id in self._active or any(
+            s.request_id == submit.request_id for s in self._waiting
+        ):
+            error = RequestError(f"request id {submit.request_id!r} is already in use")
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
+            return
+        self._waiting.append(submit)
+
+    def _abort(self, request_ids: set[str], deltas: list[Delta]) -> None:
+        """Ends the named active or waiting requests with "abort"; unknown ids are finished ones."""
+        if not request_ids:
+            return
+        for submit in [s for s in self._waiting if s.request_id in request_ids]:
+            self._waiting.remove(submit)
+            self._stats.count_abort()
+            deltas.append(_terminal(submit.request_id, FinishReason.ABORT))
+        for delta in self._end_active([i for i in request_ids if i in self._active]):
+            self._stats.count_abort()
+            deltas.append(delta)
+
+    def _expire(self, deltas: list[Delta]) -> None:
+        now = self._clock()
+        for submit in [s for s in self._waiting if _expired(s, now)]:
+            self._waiting.remove(submit)
+            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, _DEADLINE_ERROR))
+        expired = [i for i, a in self._active.items() if _expired(a.submit, now)]
+        for delta in self._end_active(expired):
+            # The engine ended it as an abort; the client is told why.
+            delta.finish_reason = FinishReason.ERROR
+            delta.error = _DEADLINE_ERROR
+            deltas.append(delta)
+
+    def _end_active(self, request_ids: list[str]) -> list[Delta]:
+        """Asks the engines to end these active requests; their terminal Deltas."""
+        # Grouped before any engine runs: settling one engine's requests removes them from
+        # _active, so looking them up again for the next engine would fail.
+        by_engine: dict[int, list[str]] = {}
+        for request_id in request_ids:
+            by_engine.setdefault(id(self._active[request_id].engine), []).append(request_id)
+        ended: list[Delta] = []
+        for engine in self._engines:
+            mine = by_engine.get(id(engine))
+            if not mine:
+                continue
+            try:
+                got = engine.abort(mine)
+            except Exception as exc:
+                log.exception("aborting %s failed", mine)
+                got = [_terminal(i, FinishReason.ERROR, internal(exc)) for i in mine]
+            ended += self._settle(got, mine)
+        return ended
+
+    def _step(self, deltas: list[Delta]) -> None:
+        for engine in self._engines:
+            mine = [i for i, a in self._active.items() if a.engine is engine]
+            if not mine:
+                continue
+            try:
+                produced = engine.step()
+            except Exception as exc:  # the engine broke its promise; its requests end here
+                log.exception("an engine step failed")
+                produced = engine_failed(engine, mine, exc)
+            for delta in produced:
+                self._stats.count_tokens(generated=len(delta.token_ids))
+                if delta.finish_reason is not None:
+                    self._finished(delta)
+                deltas.append(delta)
+
+    def _admit(self, deltas: list[Delta]) -> None:
+        """Starts waiting requests while there is room; each gets its accepted Delta."""
+        while self._waiting and len(self._active) < self._max_num_seqs:
+            submit = self._waiting.popleft()
+            engine = self._route(submit.op)
+            if engine is None:
+                ops = ", ".join(sorted({op for e in self._engines for op in e.ops}))
+                error = bad_request(
+                    f"operation {submit.op!r} is not supported by this model ({ops})"
+                )
+                deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
+                continue
+            try:
+                delta = engine.admit(submit)
+            except Exception as exc:
+                log.exception("request %s could not start", submit.request_id)
+                delta = _terminal(submit.request_id, FinishReason.ERROR, internal(exc))
+            if delta.finish_reason is None:
+                self._active[submit.request_id] = _Active(submit, engine)
+            deltas.append(delta)
+
+    def _route(self, op: object) -> Engine | None:
+        return next((e for e in self._engines if op in e.ops), None)
+
+    def _settle(self, got: list[Delta], request_ids: list[str]) -> list[Delta]:
+        """Every id in `request_ids` ends exactly once, whatever the engine returned."""
+        ended = {d.request_id for d in got if d.finish_reason is not None}
+        got += [
+            _terminal(i, FinishReason.ERROR, ErrorInfo(ErrorCode.INTERNAL, "lost by its engine"))
+            for i in request_ids
+            if i not in ended
+        ]
+        for delta in got:
+            if delta.finish_reason is not None:
+                self._finished(delta)
+        return got
+
+    def _finished(self, delta: Delta) -> None:
+        if self._active.pop(delta.request_id, None) is not None and delta.usage is not None:
+            self._stats.count_tokens(prompt=delta.usage.prompt_tokens)
+
+    def _emit(self, deltas: list[Delta]) -> None:
+        if deltas:
+            self._outbox.put(Step(deltas=deltas))
+
+
+def engine_failed(engine: Engine, request_ids: list[str], exc: Exception) -> list[Delta]:
+    """Terminal internal errors for the requests of an engine whose step raised."""
+    try:
+        ended = engine.abort(request_ids)
+    except Exception:
+        ended = []
+    usage = {d.request_id: d.usage for d in ended}
+    return [
+        _terminal(i, FinishReason.ERROR, internal(exc), usage.get(i) or Usage(0, 0))
+        for i in request_ids
+    ]
+
+
+def _expired(submit: Submit, now: float) -> bool:
+    return submit.deadline is not None and now > submit.deadline
+
+
+def _terminal(
+    request_id: str, reason: str, error: ErrorInfo | None = None, usage: Usage | None = None
+) -> Delta:
+    return Delta(request_id, finish_reason=reason, usage=usage or Usage(0, 0), error=error)

@@ -1,0 +1,340 @@
+"""Speech out on mlx-audio: text -> PCM deltas, implementing `worker.runtime.engine.Engine`.
+
+Each admitted request owns the generator `model.generate(**kwargs)` of its mlx-audio model
+(kwargs from its family, worker/speech/families.py). `step()` advances every active request by one
+yield, round robin, and sends what it produced at once as `Delta(audio=<int16 LE>,
+sample_rate=...)`: a few codec frames for families that stream (Qwen3-TTS, every
+`streaming_interval` seconds of audio), one text segment for the others; audio longer than
+`MAX_DELTA_SECONDS` is sent over several steps. Aborts (and the scheduler's deadlines) take
+effect between yields. Random state and per-module streaming buffers are swapped per request
+(worker/speech/state.py), so a request seeded with S produces, sample for sample, what
+`mx.random.seed(S); model.generate(**kwargs)` produces directly, whatever else runs.
+
+Usage on the terminal delta: prompt_tokens = characters of the input text; completion_tokens =
+the tokens the model generated (GenerationResult.token_count summed: codec frames for Qwen3-TTS,
+language-model tokens for Soprano).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.messages import Delta, ErrorInfo, FinishReason, Op, Submit, Usage
+from worker.runtime.errors import RequestError, bad_request, internal
+from worker.speech.audio import decode_reference, mono, to_pcm16
+from worker.speech.families import Family, SpeechRequest, check_voice, family_for
+from worker.speech.state import ModuleState, RequestState
+
+log = logging.getLogger(__name__)
+
+MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
+DEFAULT_STREAMING_INTERVAL = 0.16  # seconds of audio per streamed chunk (2 Qwen3-TTS frames)
+MAX_DELTA_SECONDS = 1.0
+SPEED_RANGE = (0.25, 4.0)
+MAX_CACHED_REFERENCES = 32
+_TEXT_FIELDS = ("voice", "ref_text", "instructions", "language")
+
+
+@dataclass
+class _Speech:
+    submit: Submit
+    generation: Iterator[Any]
+    state: RequestState
+    prompt_chars: int
+    frames: int = 0
+    pending: deque[tuple[bytes, int]] = field(default_factory=deque)  # (pcm, sample_rate)
+
+    def usage(self) -> Usage:
+        return Usage(prompt_tokens=self.prompt_chars, completion_tokens=self.frames)
+
+
+class TtsEngine:
+    """Serves Op.SPEECH for one loaded mlx-audio TTS model (see the module docstring)."""
+
+    ops = frozenset({Op.SPEECH})
+
+    def __init__(
+        self,
+        model: Any,
+        family: Family,
+        path: Path,
+        served_name: str,
+        streaming_interval: float = DEFAULT_STREAMING_INTERVAL,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.model = model
+        self.family = family
+        self.served_name = served_name
+        self.path = str(path)
+        self.sample_rate = int(model.sample_rate)
+        self.voices = family.voices(model, path)
+        self.languages = [lang.lower() for lang in family.languages(model)]
+        self._options = {"streaming_interval": streaming_interval, "max_tokens": max_tokens}
+        self._modules = ModuleState(model)
+        self._active: dict[str, _Speech] = {}
+        self._max_delta_samples = max(1, int(self.sample_rate * MAX_DELTA_SECONDS))
+
+    # -- Engine interface ----------------------------------------------------------------
+
+    def capabilities(self) -> list[str]:
+        return [Op.SPEECH]
+
+    def ready_info(self) -> dict[str, Any]:
+        """What Ready.audio carries: the gateway's /v1/audio/voices and request checks."""
+        return {
+            "model": self.served_name,
+            "model_path": self.path,
+            "family": self.family.name,
+            "voices": list(self.voices),
+            "cloning": self.family.cloning(self.model),
+            "ref_text": self.family.takes_ref_text(self.model),
+            "descriptions": self.family.descriptions(self.model),
+            "instructions": self.family.instructions(self.model),
+            "languages": list(self.languages),
+            "speed": self.family.speed,
+            "streaming": self.family.streams,
+            "sample_rate": self.sample_rate,
+        }
+
+    def generate_kwargs(self, request: SpeechRequest) -> dict[str, Any]:
+        """The `model.generate(**kwargs)` call a (validated) request becomes: the direct
+        mlx-audio call that tests and benchmarks compare the engine with."""
+        return self.family.kwargs(self.model, request, self._options)
+
+    def active_ids(self) -> list[str]:
+        return list(self._active)
+
+    def admit(self, submit: Submit) -> Delta:
+        rid = submit.request_id
+        text = submit.inputs.get("input")
+        chars = len(text) if isinstance(text, str) else 0
+        try:
+            request = self._validate(submit.inputs)
+            generation = iter(self.model.generate(**self.generate_kwargs(request)))
+        except RequestError as exc:
+            return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())
+        except Exception as exc:
+            log.exception("speech request %s could not start", rid)
+            info = internal(exc)
+            return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), info)
+        state = RequestState(self._modules, request.seed)
+        self._active[rid] = _Speech(submit, generation, state, chars)
+        return Delta(rid)
+
+    def step(self) -> list[Delta]:
+        deltas = []
+        for rid, speech in list(self._active.items()):
+            delta = self._advance(rid, speech)
+            if delta is not None:
+                deltas.append(delta)
+        return deltas
+
+    def abort(self, request_ids: Iterable[str]) -> list[Delta]:
+        deltas = []
+        for rid in request_ids:
+            speech = self._active.pop(rid, None)
+            if speech is not None:
+                self._close(speech)
+                deltas.append(_terminal(rid, FinishReason.ABORT, speech.usage()))
+        return deltas
+
+    # -- one request ---------------------------------------------------------------------
+
+    def _advance(self, rid: str, speech: _Speech) -> Delta | None:
+        if not speech.pending:
+            try:
+                with speech.state:
+                    result = next(speech.generation)
+            except StopIteration:
+                return self._end(rid, FinishReason.STOP)
+            except RequestError as exc:
+                return self._end(rid, FinishReason.ERROR, exc.info())
+            except Exception as exc:
+                log.exception("speech request %s failed", rid)
+                info = internal(exc)
+                return self._end(rid, FinishReason.ERROR, info)
+            speech.frames += int(getattr(result, "token_count", 0) or 0)
+            self._queue(speech, result)
+            if not speech.pending:
+                return None  # an empty chunk (a stream's end marker): nothing to send
+        pcm, rate = speech.pending.popleft()
+        return Delta(rid, audio=pcm, sample_rate=rate)
+
+    def _queue(self, speech: _Speech, result: Any) -> None:
+        pcm = to_pcm16(mono(result.audio))
+        rate = int(getattr(result, "sample_rate", 0) or self.sample_rate)
+        step = 2 * self._max_delta_samples
+        for start in range(0, len(pcm), step):
+            speech.pending.append((pcm[start : start + step], rate))
+
+    def _end(self, rid: str, reason: str, error: ErrorInfo | None = None) -> Delta:
+        speech = self._active.pop(rid)
+        self._close(speech)
+        return _terminal(rid, reason, speech.usage(), error)
+
+    def _close(self, speech: _Speech) -> None:
+        close = getattr(speech.generation, "close", None)
+        if close is not None:
+            with speech.state, contextlib.suppress(Exception):
+                close()
+
+    # -- validation ----------------------------------------------------------------------
+
+    def _validate(self, inputs: dict[str, Any]) -> SpeechRequest:
+        text = inputs.get("input")
+        if not isinstance(text, str) or not text.strip():
+            raise bad_request("input must be a non-empty string")
+        if len(text) > MAX_INPUT_CHARS:
+            raise bad_request(f"input is {len(text)} characters; the limit is {MAX_INPUT_CHARS}")
+        for name in _TEXT_FIELDS:
+            if inputs.get(name) is not None and not isinstance(inputs[name], str):
+                raise bad_request(f"{name} must be a string")
+        if inputs.get("sample_format", "int16") != "int16":
+            raise bad_request("sample_format must be int16")
+        seed = inputs.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise bad_request("seed must be an integer")
+        request = SpeechRequest(
+            text=text,
+            voice=inputs.get("voice") or None,
+            ref_text=inputs.get("ref_text"),
+            instructions=inputs.get("instructions") or None,
+            language=self._check_language(inputs.get("language")),
+            speed=self._check_speed(inputs.get("speed")),
+            seed=seed,
+        )
+        request = dataclasses.replace(request, ref_audio=self._reference(inputs, request))
+        request = dataclasses.replace(request, voice=check_voice(self.family, self.voices, request))
+        self._check_instructions(request)
+        return request
+
+    def _reference(self, inputs: dict[str, Any], request: SpeechRequest) -> Any:
+        data = inputs.get("ref_audio")
+        if data is None:
+            if request.ref_text is not None:
+                raise bad_request("ref_text describes ref_audio: send the reference audio too")
+            return None
+        if not isinstance(data, bytes):
+            raise bad_request("ref_audio must be audio file bytes")
+        if not self.family.cloning(self.model):
+            raise bad_request(
+                f"model {self.served_name} ({self.family.label}) cannot clone a voice "
+                "from ref_audio"
+            )
+        if request.ref_text is not None:
+            if not request.ref_text.strip():
+                raise bad_request("ref_text is empty: send the reference audio's transcript")
+            if not self.family.takes_ref_text(self.model):
+                raise bad_request(
+                    f"model {self.served_name} clones from the audio alone: it takes no ref_text"
+                )
+        audio = decode_reference(data, self.sample_rate)
+        _bound_reference_cache(self.model)
+        return audio
+
+    def _check_language(self, language: Any) -> str | None:
+        if language is None or (isinstance(language, str) and language.lower() == "auto"):
+            return None
+        if not isinstance(language, str):
+            raise bad_request("language must be a string")
+        if language.lower() not in self.languages:
+            listed = ", ".join(self.languages) or "none (the model picks it from the text)"
+            raise bad_request(f"unknown language {language!r}; this model's languages: {listed}")
+        return language.lower()
+
+    def _check_speed(self, speed: Any) -> float | None:
+        if speed is None:
+            return None
+        if isinstance(speed, bool) or not isinstance(speed, (int, float)):
+            raise bad_request("speed must be a number")
+        if not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
+            raise bad_request(f"speed must be between {SPEED_RANGE[0]} and {SPEED_RANGE[1]}")
+        if speed != 1.0 and not self.family.speed:
+            raise bad_request(f"this model ({self.family.label}) cannot change its speed")
+        return float(speed)
+
+    def _check_instructions(self, request: SpeechRequest) -> None:
+        if self.family.descriptions(self.model) and not self.family.cloning(self.model):
+            if not request.instructions and request.ref_audio is None:
+                raise bad_request("this model designs its voice from instructions: describe it")
+        if request.instructions and not self.family.instructions(self.model):
+            raise bad_request(f"this model ({self.family.label}) takes no instructions")
+
+
+def _bound_reference_cache(model: Any) -> None:
+    # Qwen3-TTS keeps every reference clip's codec codes it encoded (model._icl_cache, keyed
+    # by transcript and audio fingerprint) for the model's lifetime. Entries are a pure
+    # function of their key, so dropping them changes no output; clearing past a bound keeps
+    # a server that sees many voices from growing without end.
+    cache = getattr(model, "_icl_cache", None)
+    if isinstance(cache, dict) and len(cache) >= MAX_CACHED_REFERENCES:
+        cache.clear()
+
+
+def _terminal(rid: str, reason: str, usage: Usage, error: ErrorInfo | None = None) -> Delta:
+    return Delta(rid, finish_reason=reason, usage=usage, error=error)
+
+
+def load_tts_engine(
+    path: str,
+    served_name: str | None = None,
+    streaming_interval: float = DEFAULT_STREAMING_INTERVAL,
+) -> TtsEngine:
+    """Load a local mlx-audio TTS checkpoint directory into a TtsEngine.
+
+    Raises ValueError naming the supported families when the checkpoint's family is not one.
+    """
+    directory = Path(path).expanduser()
+    family = family_for(directory)  # before any weights are read
+    from mlx_audio.tts.utils import load_model
+
+    # mlx-audio prints progress to stdout, which belongs to whoever runs this process;
+    # transformers warns that a TTS config is not one of its model types, which is expected.
+    with contextlib.redirect_stdout(sys.stderr), _quiet_transformers():
+        model = load_model(directory)
+    if family.name == "qwen3_tts" and model.speech_tokenizer is None:
+        # mlx-audio only prints a warning when the codec does not load.
+        raise ValueError(f"{directory}: the speech tokenizer (speech_tokenizer/) did not load")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            family.prepare(model)
+    except Exception as exc:
+        raise ValueError(f"{directory}: {family.label} could not load: {exc}") from exc
+    return TtsEngine(
+        model,
+        family,
+        directory,
+        served_name or directory.name,
+        streaming_interval=streaming_interval,
+        max_tokens=_max_new_tokens(directory),
+    )
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _max_new_tokens(directory: Path) -> int | None:
+    """generation_config.json's max_new_tokens, the cap mlx-audio's Qwen3-TTS itself reads."""
+    config = directory / "generation_config.json"
+    if not config.is_file():
+        return None
+    value = json.loads(config.read_text()).get("max_new_tokens")
+    return value if isinstance(value, int) and value > 0 else None

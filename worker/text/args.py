@@ -1,0 +1,188 @@
+"""The worker's generation flags, and building the text engine they describe.
+
+Flags (the gateway's `serve` passes the same names): --prefill-step-size, --draft-model,
+--num-draft-tokens, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
+--blas, --prefix-cache-bytes, --ssd-cache-dir, --ssd-cache-max-gb, --warm-prompts.
+`build_text_engine` loads the model (and draft model), opens the prefix cache and picks the
+engine: continuous batching (worker/text/batch_engine.py) unless a setting mlx-lm's BatchGenerator
+does not support asks for the batch-1 path (worker/text/solo_engine.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from launch import blas
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX_CACHE_BYTES = 2 << 30
+KV_BITS = (2, 3, 4, 5, 6, 8)
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--prefill-step-size", type=int, default=2048, help="prompt tokens per prefill chunk")
+    add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
+    add("--num-draft-tokens", type=int, default=3, help="draft tokens per verification")
+    add("--kv-bits", type=int, choices=KV_BITS, help="quantize the KV cache to these bits")
+    add("--kv-group-size", type=int, default=64, choices=(32, 64, 128))
+    add("--quantized-kv-start", type=int, default=5000, help="quantize the KV cache after it")
+    add("--max-kv-size", type=int, help="rotating KV cache of this many tokens")
+    add("--dtype", default="auto", choices=DTYPES, help="cast the weights at load")
+    add("--blas", default="auto", choices=blas.MODES, help="see launch/blas.py")
+    add("--prefix-cache-bytes", type=int, default=DEFAULT_PREFIX_CACHE_BYTES, help="0: off")
+    add("--ssd-cache-dir", help="directory of the prefix cache's SSD tier")
+    add("--ssd-cache-max-gb", type=float, default=16.0)
+    add("--warm-prompts", help="file of prompts prefilled into the prefix cache at start")
+
+
+def check_generation_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    positive = ("prefill_step_size", "num_draft_tokens")
+    for name in positive:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.quantized_kv_start < 0:
+        parser.error("--quantized-kv-start must be >= 0")
+    # mlx-lm's rotating cache keeps the first 4 tokens.
+    if args.max_kv_size is not None and args.max_kv_size <= 4:
+        parser.error("--max-kv-size must be more than 4")
+    if args.prefix_cache_bytes < 0 or args.ssd_cache_max_gb < 0:
+        parser.error("cache sizes must be >= 0")
+
+
+def check_blas(mode: str) -> None:
+    """Logs which BLAS this process got; refuses to go on without the one it must have."""
+    if mode == "openblas" and blas.loaded_openblas() is None:
+        raise blas.BlasUnavailable(
+            "--blas openblas, but OpenBLAS is not loaded in the worker (start it through the "
+            "gateway, or with LD_PRELOAD=<path of libopenblas.so.0>)"
+        )
+    log.info(blas.describe(mode))
+
+
+def generation_settings(args: argparse.Namespace) -> Any:
+    from worker.text.settings import GenerationSettings
+
+    return GenerationSettings(
+        prefill_step_size=args.prefill_step_size,
+        num_draft_tokens=args.num_draft_tokens,
+        kv_bits=args.kv_bits,
+        kv_group_size=args.kv_group_size,
+        quantized_kv_start=args.quantized_kv_start,
+        max_kv_size=args.max_kv_size,
+    )
+
+
+@dataclass(frozen=True)
+class TextEngineSetup:
+    engine: Any  # worker.runtime.engine.Engine
+    model: Any  # the mlx.nn.Module it runs
+    tokenizer: Any  # mlx-lm's TokenizerWrapper
+    prefix: Any  # worker.text.prefix_reuse.PrefixReuse: close() it at exit
+
+
+def build_text_engine(args: argparse.Namespace) -> TextEngineSetup:
+    """Loads the checkpoint (raises on any failure) and builds the text engine for `args`."""
+    from worker.text.batch_engine import BatchTextEngine
+    from worker.text.model import load_text_model
+    from worker.text.prefix_reuse import PrefixReuse, open_prefix_cache
+    from worker.text.solo_engine import SoloTextEngine
+
+    settings = generation_settings(args)
+    text_model = load_text_model(args.model, dtype=args.dtype, draft_path=args.draft_model)
+    if settings.kv_bits is not None:
+        for model in (text_model.model, text_model.draft_model):
+            check_kv_group_size(model, settings.kv_group_size)
+    cache_settings = {
+        "dtype": args.dtype,
+        "draft": args.draft_model,
+        "kv_bits": settings.kv_bits,
+        "kv_group_size": settings.kv_group_size,
+        "quantized_kv_start": settings.quantized_kv_start,
+        "max_kv_size": settings.max_kv_size,
+    }
+    if args.draft_model:
+        cache_settings["draft_key"] = _model_key(args.draft_model)
+    prefix = PrefixReuse(
+        open_prefix_cache(
+            args.prefix_cache_bytes,
+            args.model,
+            cache_settings,
+            ssd_dir=args.ssd_cache_dir,
+            ssd_max_bytes=int(args.ssd_cache_max_gb * 2**30),
+        )
+    )
+    blocker = settings.batch_path_blocker(text_model.draft_model is not None)
+    if blocker is None:
+        engine: Any = BatchTextEngine(text_model, settings, args.max_num_seqs, prefix)
+        log.info("continuous batching: up to %d requests at once", args.max_num_seqs)
+    else:
+        engine = SoloTextEngine(text_model, settings, prefix)
+        log.info("batch-1 generation interleaved round robin, because of %s", blocker)
+    if args.warm_prompts:
+        warm(text_model, prefix, args.warm_prompts, settings)
+    return TextEngineSetup(engine, text_model.model, text_model.tokenizer, prefix)
+
+
+def warm(text_model: Any, prefix: Any, path: str, settings: Any) -> int:
+    """Prefills the prompts of `--warm-prompts` into the prefix cache (worker/cache/warm_prompts.py);
+    a prompt the model cannot take (e.g. its chat template refuses it) is logged and skipped."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from worker.cache.warm_prompts import load_warm_prompts, warm_prefix_cache
+    from worker.runtime.errors import RequestError
+    from worker.text.prompts import prompt_for
+
+    if not prefix.enabled or settings.max_kv_size is not None:
+        log.warning("--warm-prompts %s ignored: no prefix cache to warm", path)
+        return 0
+    token_lists = []
+    for prompt in load_warm_prompts(path):
+        try:
+            token_lists.append(prompt_for(text_model, prompt.op, prompt.inputs))
+        except RequestError as exc:
+            log.warning("%s line %d skipped: %s", path, prompt.line, exc.message)
+    model, draft = text_model.model, text_model.draft_model
+    layers = len(model.layers)
+
+    def run(chunk: Any, cache: list[Any]) -> None:
+        # With a draft model a cache entry holds the model's layers, then the draft's.
+        model(chunk, cache=cache[:layers])
+        if draft is not None:
+            draft(chunk, cache=cache[layers:])
+
+    def make_cache() -> list[Any]:
+        return make_prompt_cache(model) + (make_prompt_cache(draft) if draft is not None else [])
+
+    computed = warm_prefix_cache(
+        prefix.cache, run, token_lists, make_cache, settings.prefill_step_size
+    )
+    log.info("warmed the prefix cache: %d prompts, %d tokens prefilled", len(token_lists), computed)
+    return len(token_lists)
+
+
+def check_kv_group_size(model: Any, group_size: int) -> None:
+    """KV quantization groups run along the head dimension: refuse at start what would fail
+    every request."""
+    model_args = getattr(model, "args", None)
+    head_dim = getattr(model_args, "head_dim", None)
+    if head_dim is None and model_args is not None:
+        hidden = getattr(model_args, "hidden_size", None)
+        heads = getattr(model_args, "num_attention_heads", None)
+        head_dim = hidden // heads if hidden and heads else None
+    if head_dim and head_dim % group_size:
+        raise ValueError(
+            f"--kv-group-size {group_size} does not divide the model's attention head size "
+            f"{head_dim}; use --kv-group-size 32 (or another divisor)"
+        )
+
+
+def _model_key(path: str) -> str:
+    from worker.cache.prefix_cache import model_key
+
+    return model_key(path)

@@ -1,0 +1,206 @@
+"""Continuous batching for text on mlx-lm's `BatchGenerator`: the default text engine.
+
+Requests join (`admit`) and leave (`abort`, their end) between steps. One `step` is one
+`BatchGenerator.next()`: one decode step for every request that is generating and one prefill
+chunk (at most `prefill_step_size` tokens) for every request that is still prefilling, so a
+long prompt's prefill is interleaved with the other streams' tokens and aborts apply between
+chunks. Each request keeps its own sampler (worker/text/sampling.py: a seeded request draws from
+its own PRNG key whatever else is in the batch), logits processors, max_tokens and stop
+conditions: BatchGenerator calls a request's sampler and processors on that request's row
+only, and shares one call only between requests that use the very same sampler object
+(greedy). EOS tokens are the generator's stop sequences; stop strings, the parser and
+logprobs are each request's own (worker/text/request.py).
+
+Request-scoped failures stay request-scoped: a logits processor that raises marks only its
+request (the step goes on with its logits unchanged, then the request ends with an error);
+anything else that breaks a step ends every request in the batch with an internal error and
+starts a fresh generator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.generate import BatchGenerator, StopSequences
+
+from protocol.messages import Delta, FinishReason, Op, Submit
+from worker.runtime.errors import RequestError, internal
+from worker.text.prefix_reuse import PrefixReuse
+from worker.text.request import TextRequest, build_text_request, terminal
+from worker.text.settings import GenerationSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Entry:
+    uid: int
+    request: TextRequest
+    error: Exception | None = None  # raised by one of its logits processors
+
+
+class BatchTextEngine:
+    """worker.runtime.engine.Engine for text with continuous batching; see the module docstring."""
+
+    ops = frozenset({Op.CHAT, Op.COMPLETE})
+
+    def __init__(
+        self,
+        text_model: Any,
+        settings: GenerationSettings,
+        max_num_seqs: int,
+        prefix: PrefixReuse | None = None,
+    ) -> None:
+        self._text_model = text_model
+        self._settings = settings
+        self._max_num_seqs = max_num_seqs
+        self._prefix = prefix or PrefixReuse(None)
+        eos = sorted(text_model.tokenizer.eos_token_ids)
+        self._stop_tokens = StopSequences([[t] for t in eos])
+        self._generator = self._new_generator()
+        self._by_id: dict[str, _Entry] = {}
+        self._by_uid: dict[int, _Entry] = {}
+
+    def capabilities(self) -> list[str]:
+        return [Op.CHAT, Op.COMPLETE]
+
+    def ready_info(self) -> dict[str, Any]:
+        return {**self._text_model.limits, "batching": "continuous"}
+
+    def active_ids(self) -> list[str]:
+        return list(self._by_id)
+
+    def admit(self, submit: Submit) -> Delta:
+        try:
+            request = build_text_request(self._text_model, submit)
+            self._insert(request)
+        except RequestError as exc:
+            return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
+        except Exception as exc:
+            log.exception("request %s could not start", submit.request_id)
+            return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
+        return Delta(submit.request_id)
+
+    def step(self) -> list[Delta]:
+        if not self._by_id:
+            return []
+        try:
+            _, responses = self._generator.next()
+        except Exception as exc:
+            log.exception("a batch step failed; ending the %d requests in it", len(self._by_id))
+            return self._fail_all(exc)
+        deltas = []
+        for response in responses:
+            entry = self._by_uid.get(response.uid)
+            if entry is None:  # cannot happen: every uid in the generator is ours
+                log.error("the batch generator returned unknown uid %d", response.uid)
+                continue
+            deltas.append(self._accept(entry, response))
+        return deltas
+
+    def abort(self, request_ids: Iterable[str]) -> list[Delta]:
+        deltas = []
+        for request_id in request_ids:
+            entry = self._by_id.get(request_id)
+            if entry is not None:
+                self._leave(entry, store=True)
+                deltas.append(entry.request.end(FinishReason.ABORT))
+        return deltas
+
+    def _insert(self, request: TextRequest) -> None:
+        cache, cached = self._prefix.fetch(request.prompt)
+        request.cached_tokens = cached
+        entry = _Entry(uid=-1, request=request)
+        processors = [_guarded(entry, p) for p in request.logits_processors]
+        [entry.uid] = self._generator.insert(
+            [request.prompt[cached:]],
+            max_tokens=[request.max_tokens],
+            caches=[cache] if cache is not None else None,
+            # The tokens already in the cache: the context logits processors see.
+            all_tokens=[list(request.prompt[:cached])],
+            samplers=[request.sampler],
+            logits_processors=[processors],
+            stop_sequences=[self._stop_tokens],
+        )
+        self._by_id[request.request_id] = entry
+        self._by_uid[entry.uid] = entry
+
+    def _accept(self, entry: _Entry, response: Any) -> Delta:
+        request = entry.request
+        ended_by_generator = response.finish_reason is not None
+        if entry.error is None:
+            try:
+                logprobs = response.logprobs if request.logprobs is not None else None
+                delta = request.accept(response.token, logprobs, end=response.finish_reason)
+            except Exception as exc:
+                entry.error = exc
+        if entry.error is not None:
+            log.error("request %s failed: %r", request.request_id, entry.error)
+            self._leave(entry, store=False, in_generator=not ended_by_generator)
+            error = entry.error
+            info = error.info() if isinstance(error, RequestError) else internal(error)
+            return request.end(FinishReason.ERROR, info)
+        if delta.finish_reason is not None:
+            if ended_by_generator:
+                self._forget(entry)
+                self._prefix.store(response.all_tokens, response.prompt_cache)
+            else:  # a stop string (or the parser) ended it: the generator still runs it
+                self._leave(entry, store=True)
+        return delta
+
+    def _leave(self, entry: _Entry, store: bool, in_generator: bool = True) -> None:
+        """Takes a request out of the batch; its cache goes to the prefix cache when `store`
+        and it got past its prefill."""
+        self._forget(entry)
+        if not in_generator:
+            return
+        keep = store and self._prefix.enabled and bool(entry.request.generated)
+        caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
+        if keep and entry.uid in caches:
+            cache, tokens = caches[entry.uid]
+            self._prefix.store(tokens, cache)
+
+    def _forget(self, entry: _Entry) -> None:
+        self._by_id.pop(entry.request.request_id, None)
+        self._by_uid.pop(entry.uid, None)
+
+    def _fail_all(self, exc: Exception) -> list[Delta]:
+        entries = list(self._by_id.values())
+        self._by_id.clear()
+        self._by_uid.clear()
+        try:
+            self._generator.close()
+        except Exception:
+            log.exception("closing the failed batch generator failed")
+        self._generator = self._new_generator()
+        mx.clear_cache()
+        return [e.request.end(FinishReason.ERROR, internal(exc)) for e in entries]
+
+    def _new_generator(self) -> BatchGenerator:
+        n = self._max_num_seqs
+        return BatchGenerator(
+            self._text_model.model,
+            prefill_step_size=self._settings.prefill_step_size,
+            # The scheduler admits at most max_num_seqs requests: the generator never queues.
+            prefill_batch_size=n,
+            completion_batch_size=n,
+        )
+
+
+def _guarded(entry: _Entry, processor: Callable) -> Callable:
+    """A processor that records its exception on its request instead of breaking the step."""
+
+    def run(tokens: mx.array, logits: mx.array) -> mx.array:
+        if entry.error is not None:
+            return logits
+        try:
+            return processor(tokens, logits)
+        except Exception as exc:
+            entry.error = exc
+            return logits
+
+    return run

@@ -1,0 +1,115 @@
+"""A request's grammar: `response_format` (json_object, json_schema) or a forced tool call.
+
+Every way a constraint can be impossible is a 400 that names the field: an unknown
+response_format type, a schema llguidance cannot compile (with `strict`, also one using a
+keyword it does not implement; without, such keywords are ignored), a forced call in a
+tool-call syntax that has no grammar.
+
+An object schema that declares `properties` but says nothing about `additionalProperties` is
+generated with the declared properties only (xgrammar's "strict mode", vLLM's default): the
+output still validates against the schema as given, and the model cannot wander off into an
+endless series of made-up keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from worker.runtime.errors import bad_request
+from worker.text.constraints.llg import LlgKit, json_schema_grammar, lark_grammar
+from worker.text.parsers.families import Function, ToolFormat
+
+RESPONSE_FORMAT_FIELD = "response_format"
+
+
+def response_format_grammar(constraint: Mapping[str, Any]) -> tuple[str, str]:
+    """(grammar, field to name in errors) for SamplingParams.constraint."""
+    if not isinstance(constraint, Mapping):
+        raise bad_request("response_format must be an object")
+    kind = constraint.get("type")
+    if kind == "json_object":
+        return json_schema_grammar({"type": "object"}, lenient=True), RESPONSE_FORMAT_FIELD
+    if kind == "json_schema":
+        schema = constraint.get("schema")
+        if schema is None:
+            schema = {}
+        if not isinstance(schema, Mapping):
+            raise bad_request("response_format.json_schema.schema must be an object")
+        strict = constraint.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise bad_request("response_format.json_schema.strict must be a boolean")
+        field = "response_format.json_schema.schema"
+        return json_schema_grammar(closed_objects(schema), lenient=not strict), field
+    raise bad_request(
+        f"response_format type {kind!r} is not supported (supported: json_object, json_schema)"
+    )
+
+
+def tool_call_grammar(
+    tokenizer: Any,
+    fmt: ToolFormat,
+    tools: Sequence[Mapping[str, Any]],
+    parallel: bool,
+) -> str:
+    """The grammar of calls to `tools` (OpenAI tool objects) in the model's own syntax."""
+    if fmt.grammar is None:
+        raise bad_request(
+            f"tool_choice 'required' or a named function cannot be enforced for this model's "
+            f"tool-call format ({fmt.name}); use tool_choice 'auto'"
+        )
+    functions: list[Function] = []
+    for tool in tools:
+        function = tool["function"]
+        parameters = closed_objects(function.get("parameters") or {})
+        # OpenAI's per-function strict: unsupported schema keywords are then an error.
+        own = (
+            parameters.get("x-guidance")
+            if isinstance(parameters.get("x-guidance"), Mapping)
+            else {}
+        )
+        parameters["x-guidance"] = {"lenient": function.get("strict") is not True, **own}
+        functions.append((function["name"], parameters))
+    kit = LlgKit(tokenizer, lenient=True)
+    return lark_grammar(fmt.grammar(functions, parallel, kit))
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMAS = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+)
+_OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+def closed_objects(schema: Any) -> Any:
+    """A copy of `schema` where objects with declared properties admit no others by default."""
+    if not isinstance(schema, Mapping):
+        return schema
+    result = dict(schema)
+    for key in _SCHEMA_MAPS:
+        if isinstance(result.get(key), Mapping):
+            result[key] = {name: closed_objects(sub) for name, sub in result[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(result.get(key), list):
+            result[key] = [closed_objects(sub) for sub in result[key]]
+    for key in _SCHEMAS:
+        if key in result:
+            value = result[key]
+            result[key] = (
+                [closed_objects(sub) for sub in value]
+                if isinstance(value, list)
+                else closed_objects(value)
+            )
+    if "properties" in result and not any(key in result for key in _OPEN_KEYWORDS):
+        result["additionalProperties"] = False
+    return result

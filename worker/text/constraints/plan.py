@@ -1,0 +1,68 @@
+"""Which constraint a chat request gets: a forced tool call, a response_format, a thinking budget.
+
+Returns the request's ConstraintProcessor, or None when nothing is constrained (the common
+case costs nothing per token). A forced call and a response_format together are a 400: the
+answer cannot be both a tool call and a JSON document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from worker.runtime.errors import bad_request
+from worker.text.constraints.close_out import close_out_candidates
+from worker.text.constraints.grammars import response_format_grammar, tool_call_grammar
+from worker.text.constraints.llg import compile_matcher
+from worker.text.constraints.processor import ConstraintProcessor
+from worker.text.constraints.think_gate import ThinkGate
+
+
+def plan_constraint(
+    tokenizer: Any,
+    model: Any,
+    options: Any,
+    constraint: Mapping[str, Any] | None,
+    reasoning_open: bool,
+    starts_inside: bool,
+    max_tokens: int,
+) -> ConstraintProcessor | None:
+    """`model` is request_features.ModelFeatures, `options` its RequestOptions.
+
+    A constrained answer after reasoning needs room: unless the request set a thinking
+    budget, reasoning gets at most half of max_tokens (else a model that thinks too long, or
+    a random one that never stops thinking, would never reach the constrained answer).
+    """
+    forced = options.tool_choice in ("required", "named")
+    grammar = field = None
+    if forced:
+        if constraint is not None:
+            raise bad_request(
+                "response_format cannot be combined with tool_choice 'required' or a named function"
+            )
+        if model.tools is None:
+            raise bad_request("tool_choice: this model has no known tool-call format")
+        tools = [t for t in options.tools if options.named in (None, t["function"]["name"])]
+        parallel = options.parallel and options.named is None
+        grammar, field = tool_call_grammar(tokenizer, model.tools, tools, parallel), "tools"
+    elif constraint is not None:
+        grammar, field = response_format_grammar(constraint)
+    gate = None
+    if reasoning_open and model.think_ids is not None:
+        gate = ThinkGate(*model.think_ids, starts_inside=starts_inside)
+    budget = options.thinking_budget if gate is not None else None
+    if gate is not None and grammar is not None and budget is None:
+        budget = max(1, max_tokens // 2)
+    if grammar is None and budget is None:
+        return None
+    matcher = compile_matcher(tokenizer, grammar, field) if grammar is not None else None
+    vocab = len(getattr(tokenizer, "_tokenizer", tokenizer))
+    return ConstraintProcessor(
+        matcher,
+        vocab_words=(vocab + 31) // 32,
+        eos_ids=sorted(tokenizer.eos_token_ids),
+        gate=gate,
+        thinking_budget=budget,
+        max_tokens=max_tokens if matcher is not None else None,
+        close_candidates=close_out_candidates(tokenizer) if matcher is not None else None,
+    )

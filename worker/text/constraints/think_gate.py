@@ -1,0 +1,42 @@
+"""Where a response stands relative to its reasoning block, token by token.
+
+Constrained decoding applies to the answer, not to the thinking before it (a reasoning model
+thinks in free text, then answers in the required shape), and a thinking budget counts only
+thinking tokens. The gate follows the same rules as the text-side reasoning parser
+(worker.text.parsers.reasoning): reasoning can open only with the very first token and closes at the
+first end-marker token. Markers must be single tokens here; pure Python, no MLX.
+"""
+
+from __future__ import annotations
+
+
+class ThinkGate:
+    """States: "maybe" (the first token may open reasoning), "inside", "after" (the answer)."""
+
+    __slots__ = ("start_id", "end_id", "state", "thinking_tokens")
+
+    def __init__(self, start_id: int, end_id: int, starts_inside: bool) -> None:
+        self.start_id = start_id
+        self.end_id = end_id
+        self.state = "inside" if starts_inside else "maybe"
+        self.thinking_tokens = 0
+
+    @property
+    def answering(self) -> bool:
+        return self.state == "after"
+
+    def advance(self, token: int) -> bool:
+        """Moves past one generated token; True when the token belongs to the answer."""
+        if self.state == "maybe":
+            if token == self.start_id:
+                self.state = "inside"
+                return False
+            self.state = "after"
+            return True
+        if self.state == "inside":
+            if token == self.end_id:
+                self.state = "after"
+            else:
+                self.thinking_tokens += 1
+            return False
+        return True

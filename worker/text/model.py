@@ -1,0 +1,188 @@
+"""Text generation on mlx-lm: loading a checkpoint (and a draft model), and one-off generation.
+
+The correctness rule: greedy output equals `mlx_lm.stream_generate` token for token and
+character for character. So prompts are built exactly as mlx-lm builds them (worker/text/prompts.py),
+tokens come from mlx-lm's own generators, and requests end with the same rules as
+`stream_generate` (worker/text/request.py).
+
+Two engines serve text (both implement worker.runtime.engine.Engine; worker/text/args.py
+picks one from the worker's flags):
+- `BatchTextEngine` (worker/text/batch_engine.py), the default: continuous batching on mlx-lm's
+  `BatchGenerator`;
+- `SoloTextEngine` (worker/text/solo_engine.py): batch-1 generators interleaved round robin, used
+  when a setting BatchGenerator does not support is on: a draft model (speculative decoding),
+  KV-cache quantization (`kv_bits`) or a rotating KV cache (`max_kv_size`).
+Everything here runs on the worker's single MLX thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm import load
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+from protocol.messages import SamplingParams, Submit
+from worker.text.prompts import prompt_for
+from worker.text.request import TokenTexts, make_text_request
+from worker.text.sampling import load_sampling_defaults
+from worker.text.settings import GenerationSettings
+from worker.text.solo_engine import SoloGeneration
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+
+
+@dataclass(frozen=True)
+class TextModel:
+    """A loaded checkpoint, its optional draft model and the facts the engines need."""
+
+    path: str
+    model: nn.Module
+    tokenizer: TokenizerWrapper
+    max_context: int | None  # max_position_embeddings; None when the config does not say
+    vocab_size: int
+    sampling_defaults: dict[str, Any] = field(default_factory=dict)
+    draft_model: nn.Module | None = None
+    draft_path: str | None = None
+    token_texts: Callable[[int], str] | None = None
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return {"max_context": self.max_context}
+
+
+def load_text_model(path: str, dtype: str = "auto", draft_path: str | None = None) -> TextModel:
+    """Loads a local mlx-lm checkpoint directory (and draft model); raises on any failure.
+
+    `dtype` "auto" keeps the stored weights' types; "float32" / "float16" / "bfloat16" casts
+    the floating-point weights at load (on a Linux CPU float32 is the fast path: see
+    launch/blas.py). A draft model whose vocabulary differs from the model's is refused.
+    """
+    model, tokenizer = _load(path, dtype)
+    config = json.loads((Path(path) / "config.json").read_text())
+    text_config = config.get("text_config") or {}
+    max_context = config.get("max_position_embeddings") or text_config.get(
+        "max_position_embeddings"
+    )
+    vocab_size = config.get("vocab_size") or text_config.get("vocab_size") or len(tokenizer)
+    draft_model = None
+    if draft_path is not None:
+        draft_model, draft_tokenizer = _load(draft_path, dtype)
+        check_same_vocabulary(tokenizer, draft_tokenizer, draft_path)
+    return TextModel(
+        path=path,
+        model=model,
+        tokenizer=tokenizer,
+        max_context=int(max_context) if max_context else None,
+        vocab_size=int(vocab_size),
+        sampling_defaults=load_sampling_defaults(path),
+        draft_model=draft_model,
+        draft_path=draft_path,
+        token_texts=TokenTexts(tokenizer),
+    )
+
+
+def check_same_vocabulary(tokenizer: Any, draft_tokenizer: Any, draft_path: str) -> None:
+    """Speculative decoding compares token ids: the draft must use the model's vocabulary."""
+    ours, theirs = tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+    if ours != theirs:
+        differing = len(set(ours.items()) ^ set(theirs.items()))
+        raise ValueError(
+            f"the draft model {draft_path!r} has another tokenizer vocabulary than the model "
+            f"({len(theirs)} vs {len(ours)} tokens, {differing} entries differ); speculative "
+            "decoding needs the same tokenizer"
+        )
+
+
+def _load(path: str, dtype: str) -> tuple[nn.Module, TokenizerWrapper]:
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"model directory {path!r} does not exist")
+    if dtype == "auto":
+        return load(path)
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r} (auto, {', '.join(DTYPES)})")
+    # Lazy load, then cast before anything is materialized: the weights are read once.
+    model, tokenizer = load(path, lazy=True)
+    target = DTYPES[dtype]
+    model.set_dtype(target, lambda t: mx.issubdtype(t, mx.floating))
+    mx.eval(model.parameters())
+    return model, tokenizer
+
+
+@dataclass(slots=True)
+class TokenStep:
+    """What one `TextGeneration.advance` produced: text safe to emit, the token, the end."""
+
+    text: str
+    token_ids: list[int]
+    finish_reason: str | None = None
+
+
+class TextGeneration:
+    """One request generated on its own (batch-1), one token per `advance`.
+
+    The engines do not use it; it is the simplest way to run one request through the same
+    end rules, e.g. in tests. Prefill runs inside the first `advance`;
+    `prompt_progress_callback(processed, total)` is called between prefill chunks and may raise
+    to stop it.
+    """
+
+    def __init__(
+        self,
+        text_model: TextModel,
+        prompt: list[int],
+        sampling: SamplingParams,
+        prompt_progress_callback: Callable[[int, int], None] | None = None,
+        settings: GenerationSettings | None = None,
+    ) -> None:
+        self.request = make_text_request(text_model, "solo", list(prompt), sampling)
+        self._generation = SoloGeneration(
+            text_model.model,
+            self.request,
+            settings or GenerationSettings(),
+            draft_model=text_model.draft_model,
+        )
+        self._progress = prompt_progress_callback or (lambda *_: None)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.request.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.request.completion_tokens
+
+    def advance(self) -> TokenStep:
+        """Generates one token (the first call also runs the prefill)."""
+        total = self.request.prompt_tokens
+        while self._generation.prefill_pending:
+            self._progress(self._generation.prefilled, total)
+            self._generation.prefill_chunk()
+        token, logprobs = self._generation.next_token()
+        delta = self.request.accept(token, logprobs)
+        if delta.finish_reason is not None:
+            self.close()
+        return TokenStep(delta.text, delta.token_ids, delta.finish_reason)
+
+    def close(self) -> None:
+        """Drops the generator (and with it the KV cache)."""
+        self._generation.close()
+
+
+def start_text_generation(
+    text_model: TextModel,
+    submit: Submit,
+    prompt_progress_callback: Callable[[int, int], None] | None = None,
+) -> TextGeneration:
+    """Validates and tokenizes a Submit and sets up its generation (no model work yet)."""
+    prompt = prompt_for(text_model, submit.op, submit.inputs)
+    return TextGeneration(text_model, prompt, submit.sampling, prompt_progress_callback)

@@ -1,0 +1,208 @@
+"""Prompt building: the exact token ids mlx-lm would feed the model for a chat or a completion.
+
+`build_chat_prompt` and `build_completion_prompt` are what a user of mlx-lm gets when calling
+it directly (the e2e tests compare against that); `prompt_for` validates a Submit's inputs and
+returns its prompt ids, raising RequestError (-> HTTP 400) for input the client can fix.
+Pure Python over the tokenizer: no MLX arrays here.
+
+Chats with tools: the tools go to the template as `tools` (they are rendered also with
+tool_choice "none", as vLLM does: the model sees them, the server just does not parse calls);
+an assistant turn's `tool_calls` get their `arguments` decoded from the JSON text the API
+carries into the object most templates expect (Qwen's accepts either, Llama's `tojson`s it),
+and its `reasoning_content` reaches templates that render earlier thinking. A `developer`
+turn is a system turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from jinja2 import TemplateError
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+from protocol.messages import Op
+from worker.runtime.errors import bad_request
+
+
+class PromptLimits(Protocol):
+    """What prompt_for needs to know about the loaded model (worker.text.model.TextModel)."""
+
+    tokenizer: TokenizerWrapper
+    max_context: int | None
+    vocab_size: int
+
+
+# Keys that build_chat_prompt sets itself; a client may not override them.
+_RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict", "tools"}
+)
+
+
+def build_chat_prompt(
+    tokenizer: TokenizerWrapper,
+    messages: Sequence[Mapping[str, Any]],
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> list[int]:
+    """Prompt token ids for a chat, built the way mlx_lm/server.py builds them.
+
+    mlx-lm's TokenizerWrapper.apply_chat_template forces `return_dict=False`, so transformers 5
+    returns plain ids rather than a BatchEncoding; the Mapping branch is a guard for a raw
+    transformers tokenizer, which returns a BatchEncoding by default in transformers 5.
+    """
+    kwargs = dict(chat_template_kwargs or {})
+    if tools:
+        kwargs["tools"] = list(tools)
+    prompt = tokenizer.apply_chat_template(
+        [_template_message(m) for m in messages],
+        add_generation_prompt=True,
+        tokenize=True,
+        **kwargs,
+    )
+    if isinstance(prompt, Mapping):
+        prompt = prompt["input_ids"]
+    return [int(t) for t in prompt]
+
+
+def build_completion_prompt(tokenizer: TokenizerWrapper, prompt: str | Sequence[int]) -> list[int]:
+    """Prompt token ids for a completion, exactly as `mlx_lm.stream_generate` encodes them.
+
+    A string gets the tokenizer's special tokens unless it already starts with the BOS text;
+    a list of ids is used as is.
+    """
+    if isinstance(prompt, str):
+        bos = tokenizer.bos_token
+        add_special_tokens = bos is None or not prompt.startswith(bos)
+        return list(tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
+    return [int(t) for t in prompt]
+
+
+def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> list[int]:
+    """Validates a Submit's inputs and returns its prompt ids; RequestError when they are bad."""
+    if not isinstance(inputs, Mapping):
+        raise bad_request("inputs must be an object")
+    if op == Op.CHAT:
+        tokens = chat_prompt_tokens(text_model.tokenizer, inputs)
+    elif op == Op.COMPLETE:
+        tokens = _completion_tokens(text_model, inputs)
+    else:
+        raise bad_request(f"operation {op!r} is not supported by this model (chat, complete)")
+    if not tokens:
+        raise bad_request("the prompt is empty")
+    limit = text_model.max_context
+    if limit is not None and len(tokens) >= limit:
+        raise bad_request(f"prompt is {len(tokens)} tokens, the model's context is {limit}")
+    return tokens
+
+
+def chat_messages(inputs: Mapping[str, Any]) -> list[Any]:
+    """A chat Submit's messages (RequestError unless a non-empty list)."""
+    messages = inputs.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("messages must be a non-empty list")
+    return messages
+
+
+def template_kwargs(
+    inputs: Mapping[str, Any], reserved: frozenset[str] = _RESERVED_TEMPLATE_KWARGS
+) -> dict[str, Any]:
+    """A chat Submit's chat_template_kwargs, none of them one the template call sets itself."""
+    kwargs = inputs.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise bad_request("chat_template_kwargs must be an object")
+    taken = sorted(reserved.intersection(kwargs))
+    if taken:
+        raise bad_request(f"chat_template_kwargs may not set {', '.join(taken)}")
+    return dict(kwargs)
+
+
+def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
+    messages = chat_messages(inputs)
+    for i, message in enumerate(messages):
+        _check_message(i, message)
+    kwargs = template_kwargs(inputs)
+    tools = chat_tools(inputs)
+    if not tokenizer.has_chat_template:
+        raise bad_request("this model has no chat template; use the completions API")
+    try:
+        return build_chat_prompt(tokenizer, messages, kwargs, tools)
+    except TemplateError as exc:
+        raise bad_request(f"the chat template rejected the messages: {exc}") from exc
+
+
+def chat_tools(inputs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The request's tools, checked: OpenAI function tools with a name (RequestError if not)."""
+    tools = inputs.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise bad_request("tools must be a list")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            raise bad_request(f"tools[{i}] must be an object with type 'function'")
+        function = tool.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise bad_request(f"tools[{i}].function must be an object with a string 'name'")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise bad_request(f"tools[{i}].function.parameters must be an object")
+    return tools
+
+
+def _check_message(i: int, message: Any) -> None:
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise bad_request(f"messages[{i}] must be an object with a string 'role'")
+    if not isinstance(message.get("content"), str):
+        raise bad_request(f"messages[{i}].content must be a string")
+    tool_calls = message.get("tool_calls")
+    if tool_calls is None:
+        return
+    if message["role"] != "assistant" or not isinstance(tool_calls, list):
+        raise bad_request(f"messages[{i}].tool_calls must be a list on an assistant message")
+    for j, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise bad_request(f"messages[{i}].tool_calls[{j}].function must have a string 'name'")
+        if not isinstance(function.get("arguments", ""), (str, Mapping)):
+            raise bad_request(f"messages[{i}].tool_calls[{j}].function.arguments must be a string")
+
+
+def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The message as chat templates expect it (see the module docstring)."""
+    if message.get("role") == "developer":
+        message = {**message, "role": "system"}
+    tool_calls = message.get("tool_calls")
+    if not tool_calls:
+        return message
+    calls = []
+    for call in tool_calls:
+        function = dict(call["function"])
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                decoded = json.loads(arguments or "{}")
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, dict):
+                function["arguments"] = decoded
+        calls.append({**call, "function": function})
+    return {**message, "tool_calls": calls}
+
+
+def _completion_tokens(text_model: PromptLimits, inputs: Mapping[str, Any]) -> list[int]:
+    prompt = inputs.get("prompt")
+    if isinstance(prompt, str):
+        return build_completion_prompt(text_model.tokenizer, prompt)
+    if not isinstance(prompt, list):
+        raise bad_request("prompt must be a string or a list of token ids")
+    for i, token in enumerate(prompt):
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise bad_request(f"prompt[{i}] is not a token id: {token!r}")
+        if not 0 <= token < text_model.vocab_size:
+            raise bad_request(
+                f"prompt[{i}] = {token} is out of range (vocabulary size {text_model.vocab_size})"
+            )
+    return build_completion_prompt(text_model.tokenizer, prompt)

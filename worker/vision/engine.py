@@ -1,0 +1,275 @@
+"""Chat with images (and audio) on mlx-vlm: one `stream_generate` per request, interleaved.
+
+Each request runs on its own `mlx_vlm.stream_generate` generator (batch-1), fed the inputs
+worker/vision/prompt.py prepared exactly as mlx-vlm would; `step()` advances every active
+generator by one token, round robin, so aborts and deadlines apply between tokens. (The first
+`next()` runs the request's whole prefill, vision encoding included: mlx-vlm offers no smaller
+unit there.) The request's own sampler and logits processors go to mlx-vlm, and every token it
+yields goes once through the same `TextRequest` the text engines use (EOS, max_tokens, stop
+strings, detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
+`mlx_vlm.generate` on the same messages and files.
+
+What is reused across requests:
+- image features: one shared `VisionFeatureCache` keyed by a hash of the preprocessed pixels
+  (and grid), so a request whose images equal an earlier one's skips the vision tower
+  (worker/vision/features.py: which models this covers);
+- prompt KV, when the worker's prefix cache is on (`--prefix-cache-bytes` > 0; half of it for
+  each of the two): text-only prompts through mlx-vlm's automatic prefix cache (APC,
+  `APCManager`), whose block keys include a hash of the request's media; and conversations
+  with images through worker/vision/turns.py (mlx-vlm's APC never reuses a prefix holding
+  image tokens): one KV cache per conversation, keyed by the images' content hash, so a
+  follow-up turn about the same pictures prefills only its new text, and prompts with other
+  images never share KV. Requests with audio use neither (see `admit`: mlx-vlm mishandles
+  audio prompts there). mlx-vlm stores a request's KV when its generator runs to its end (EOS
+  or max_tokens); a request that ends otherwise (stop string, abort, error) stores nothing.
+  `Usage.cached_tokens` is mlx-vlm's count of prompt tokens it did not prefill again.
+
+Qwen-style models keep the current request's mRoPE offsets on the language model object;
+each generator's copy is put back before its `next()` and saved after, so interleaved
+requests never see each other's positions. Everything here runs on the MLX thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from protocol.messages import Delta, FinishReason, Op, Submit
+from worker.runtime.errors import RequestError, internal
+from worker.text.request import TextRequest, make_text_request, terminal
+from worker.vision.features import CountingVisionCache, prefill_features
+from worker.vision.model import VisionModel
+from worker.vision.prompt import VisionInputs, build_vision_inputs
+from worker.vision.turns import ConversationCache, Lease, media_key
+
+log = logging.getLogger(__name__)
+
+APC_BLOCK_SIZE = 16  # tokens per APC block (mlx-vlm's default)
+# Attributes where mlx-vlm's Qwen-style language models keep per-generation rotary state.
+_STATE_ATTRIBUTES = ("_rope_deltas", "_position_ids")
+
+
+def make_apc_manager(model: Any, budget_bytes: int) -> Any:
+    """mlx-vlm's prefix cache holding at most `budget_bytes` of KV; None when 0 or when the
+    model's cache layout does not support it."""
+    from mlx_vlm.apc import APCManager, model_supports_apc
+
+    if budget_bytes <= 0 or not model_supports_apc(model.language_model):
+        return None
+    per_token = _kv_bytes_per_token(model)
+    num_blocks = max(1, budget_bytes // (APC_BLOCK_SIZE * per_token))
+    overrides = {"memory_max_gb": budget_bytes / 2**30}
+    return APCManager(num_blocks=num_blocks, block_size=APC_BLOCK_SIZE, overrides=overrides)
+
+
+def _kv_bytes_per_token(model: Any) -> int:
+    """Keys and values of one token over all layers (float32 upper bound when unknown)."""
+    lm = model.language_model
+    # Text settings: `args` on Qwen-style language models, `config` on Gemma 3's.
+    args = getattr(lm, "args", None) or lm.config
+    heads = getattr(args, "num_attention_heads", 1)
+    kv_heads = getattr(args, "num_key_value_heads", None) or heads
+    head_dim = getattr(args, "head_dim", None) or args.hidden_size // heads
+    dtype_bytes = model.language_model.model.embed_tokens.weight.dtype.size
+    return max(1, 2 * len(model.layers) * kv_heads * head_dim * dtype_bytes)
+
+
+class _ModelState:
+    """Swaps the per-generation attributes of the language model (see the module docstring)."""
+
+    def __init__(self, model: Any) -> None:
+        self._lm = getattr(model, "language_model", model)
+        self._names = [n for n in _STATE_ATTRIBUTES if hasattr(self._lm, n)]
+
+    def fresh(self) -> dict[str, Any]:
+        return dict.fromkeys(self._names)
+
+    def put(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self._lm, name, value)
+
+    def take(self) -> dict[str, Any]:
+        return {name: getattr(self._lm, name) for name in self._names}
+
+
+class VisionGeneration:
+    """One request: its TextRequest and its mlx-vlm generator (created at the first token)."""
+
+    def __init__(self, request: TextRequest, inputs: VisionInputs, kwargs: dict[str, Any]):
+        self.request = request
+        self._inputs = inputs
+        self._kwargs = kwargs
+        self._results: Iterator[Any] | None = None
+        self._state: dict[str, Any] = {}
+        self.lease: Lease | None = None  # its conversation state, when it has images
+
+    def advance(self, vm: VisionModel, state: _ModelState) -> Delta:
+        """Generates one token and returns its Delta (the first call runs the prefill)."""
+        from mlx_vlm import stream_generate
+
+        if self._results is None:
+            self._state = state.fresh()
+            inputs = self._inputs
+            cache = self._kwargs.get("vision_cache")
+            if cache is not None:
+                prefill_features(cache, vm.model, inputs.tensors, bool(inputs.images))
+            self._results = stream_generate(
+                vm.model,
+                vm.processor,
+                inputs.prompt,
+                image=inputs.images or None,
+                audio=inputs.audios or None,
+                **inputs.tensors,
+                **self._kwargs,
+            )
+        result = self._next(state)
+        request = self.request
+        if result is not None:
+            request.cached_tokens = result.cached_tokens or 0
+        if result is None or (result.finish_reason == "length" and not result.token_ids):
+            # mlx-vlm ended without a token: only when it had no budget at all.
+            return request.end(FinishReason.LENGTH)
+        if result.finish_reason == "length":
+            # mlx-vlm's closing result repeats the last token, which was accepted already;
+            # TextRequest ends at max_tokens first, so this is reached only if they disagree.
+            log.warning("request %s: mlx-vlm ended at its max_tokens first", request.request_id)
+            self._drain(state)
+            return request.end(FinishReason.LENGTH)
+        end = FinishReason.STOP if result.finish_reason == "stop" else None
+        # On a stop, mlx-vlm's closing result carries the EOS token it did not yield before.
+        delta = request.accept(int(result.token), result.logprobs, end=end)
+        if delta.finish_reason is not None:
+            if end is not None or request.completion_tokens >= request.max_tokens:
+                self._drain(state)  # mlx-vlm ends here too: let it store the prompt's KV
+            else:
+                self.close()
+        return delta
+
+    def _next(self, state: _ModelState) -> Any:
+        state.put(self._state)
+        try:
+            return next(self._results)  # type: ignore[arg-type]
+        except StopIteration:
+            return None
+        finally:
+            self._state = state.take()
+
+    def _drain(self, state: _ModelState) -> None:
+        """Runs the generator to its end (at most the closing result, then its APC store)."""
+        for _ in range(2):
+            if self._next(state) is None:
+                self._results = None
+                return
+        self.close()
+
+    def close(self) -> None:
+        if self._results is not None:
+            self._results.close()  # type: ignore[attr-defined]
+            self._results = None
+
+
+class VisionEngine:
+    """worker.runtime.engine.Engine for an mlx-vlm model; see the module docstring."""
+
+    ops = frozenset({Op.CHAT, Op.COMPLETE})
+
+    def __init__(
+        self,
+        vision_model: VisionModel,
+        prefill_step_size: int | None = None,
+        apc_manager: Any = None,
+        vision_cache: CountingVisionCache | None = None,
+        turns: ConversationCache | None = None,
+    ) -> None:
+        self._vm = vision_model
+        self._prefill_step_size = prefill_step_size
+        self.apc_manager = apc_manager
+        self.vision_cache = vision_cache if vision_cache is not None else CountingVisionCache()
+        self.turns = turns if turns is not None else ConversationCache(0)
+        self._state = _ModelState(vision_model.model)
+        self._active: dict[str, VisionGeneration] = {}
+
+    def capabilities(self) -> list[str]:
+        caps = [Op.CHAT, Op.COMPLETE]
+        if self._vm.takes_images:
+            caps.append("image_in")
+        if self._vm.takes_audio:
+            caps.append("audio_in")
+        return caps
+
+    def ready_info(self) -> dict[str, Any]:
+        return {**self._vm.limits, "batching": "interleaved batch-1"}
+
+    def active_ids(self) -> list[str]:
+        return list(self._active)
+
+    def admit(self, submit: Submit) -> Delta:
+        try:
+            inputs = build_vision_inputs(self._vm, submit.op, submit.inputs)
+            request = make_text_request(
+                self._vm,
+                submit.request_id,
+                inputs.token_ids,
+                submit.sampling,
+                submit.op,
+                submit.inputs,
+            )
+        except RequestError as exc:
+            return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
+        except Exception as exc:
+            log.exception("request %s could not start", submit.request_id)
+            return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
+        kwargs: dict[str, Any] = {
+            "max_tokens": request.max_tokens,
+            "sampler": request.sampler,
+            "logits_processors": request.logits_processors or None,
+            # max_size 0 (--vision-cache-entries 0): every request encodes its images.
+            "vision_cache": self.vision_cache if self.vision_cache.max_size > 0 else None,
+            # mlx-vlm's APC knows image and video placeholder tokens but not audio ones: on a
+            # hit it trims the prompt yet keeps the audio features, which then no longer fit
+            # (an error for Qwen3-Omni). Audio prompts therefore bypass it.
+            "apc_manager": None if inputs.audios else self.apc_manager,
+        }
+        if self._prefill_step_size is not None:
+            kwargs["prefill_step_size"] = self._prefill_step_size
+        generation = VisionGeneration(request, inputs, kwargs)
+        # Conversations with images continue from their own KV cache (worker/vision/turns.py);
+        # audio ones cannot, for the reason above.
+        if inputs.images and not inputs.audios and self.turns.enabled:
+            generation.lease = self.turns.take(media_key(submit.inputs["images"]), inputs.token_ids)
+            kwargs["prompt_cache_state"] = generation.lease.state
+        self._active[submit.request_id] = generation
+        return Delta(submit.request_id)
+
+    def _end(self, request_id: str, keep: bool = True) -> VisionGeneration:
+        """Drops an ended request; its conversation state goes back if mlx-vlm updated it
+        (and `keep`: not after an error)."""
+        generation = self._active.pop(request_id)
+        generation.close()
+        if generation.lease is not None and keep:
+            self.turns.give_back(generation.lease)
+        return generation
+
+    def step(self) -> list[Delta]:
+        deltas = []
+        for request_id, generation in list(self._active.items()):
+            try:
+                delta = generation.advance(self._vm, self._state)
+            except Exception as exc:
+                log.exception("request %s failed", request_id)
+                error = exc.info() if isinstance(exc, RequestError) else internal(exc)
+                self._end(request_id, keep=False)
+                deltas.append(generation.request.end(FinishReason.ERROR, error))
+                continue
+            if delta.finish_reason is not None:
+                self._end(request_id)
+            deltas.append(delta)
+        return deltas
+
+    def abort(self, request_ids: Iterable[str]) -> list[Delta]:
+        return [
+            self._end(request_id).request.end(FinishReason.ABORT)
+            for request_id in request_ids
+            if request_id in self._active
+        ]

@@ -15,16 +15,16 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from gateway.auth import APIKeyMiddleware
 from gateway.config import ServerConfig
-from gateway.errors import EXCEPTION_HANDLERS
-from gateway.request_id import RequestIdMiddleware
+from gateway.http.auth import APIKeyMiddleware
+from gateway.http.errors import EXCEPTION_HANDLERS
+from gateway.http.request_id import RequestIdMiddleware
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
 
 def create_app(config: ServerConfig, engine: Any) -> Starlette:
-    """An ASGI app serving `engine` (a `gateway.engine.Engine` or anything shaped like it)."""
+    """An ASGI app serving `engine` (a `gateway.engine.client.Engine` or anything shaped like it)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -33,8 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gateway.bench.client import first_model_id
-from gateway.bench.runner import BenchConfig, BenchSession, open_client
+from bench.client import first_model_id
+from bench.runner import BenchConfig, BenchSession, open_client
 from scripts.bench_sides import (
     DirectSide,
     ServerSide,

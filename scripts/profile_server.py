@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from gateway.bench.report import table
-from gateway.bench.runner import BenchConfig, run_bench
+from bench.report import table
+from bench.runner import BenchConfig, run_bench
 from scripts.bench_sides import TICKS, cpu_seconds, free_port, ours, side_env
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.bench.client import first_model_id, request_body, stream_request
+from bench.client import first_model_id, request_body, stream_request
 from scripts.bench_sides import DirectSide, cpu_seconds, free_port, ours, side_env
 
 MESSAGES = [{"role": "user", "content": "Tell me a long story."}]

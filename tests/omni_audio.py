@@ -38,7 +38,7 @@ def wav_bytes(seed: int, seconds: float = 1.0, rate: int = 16000, channels: int 
 
 def mp3_bytes(seed: int, seconds: float = 1.0, rate: int = 24000) -> bytes:
     """Mono MP3 of `tone(...)`; skips the test when no MP3 encoder is installed."""
-    from gateway.audio_encoding import encode, unsupported_reason
+    from gateway.audio.speech.encoding import encode, unsupported_reason
 
     reason = unsupported_reason("mp3", rate)
     if reason is not None:

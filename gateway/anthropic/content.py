@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.errors import invalid, unknown_field, unsupported
+from gateway.chat.tools import function_tool
+from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector, anthropic_image, joined_or_parts
-from gateway.tools import function_tool
 
 _TEXT_KEYS = {"type", "text", "cache_control", "citations"}
 _BLOCK_KEYS = {

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.anthropic.message import stop_reason, thinking_block, usage_body
-from gateway.errors import APIError
-from gateway.output import finish_reason_of, is_first_piece, new_call_id
-from gateway.sse import sse_event
+from gateway.chat.output import finish_reason_of, is_first_piece, new_call_id
+from gateway.http.errors import APIError
+from gateway.http.sse import sse_event
 from protocol.messages import Delta, ToolCallDelta, Usage
 
 

@@ -13,7 +13,7 @@ import json
 import uuid
 from typing import Any
 
-from gateway.output import ChoiceOutput
+from gateway.chat.output import ChoiceOutput
 from protocol.messages import FinishReason, Usage
 
 _STOP_REASONS = {

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway import openai_fields as f
 from gateway.anthropic.content import convert_messages, convert_tools, system_messages
-from gateway.errors import invalid, unknown_field, unsupported
-from gateway.generation_request import GenerationRequest
+from gateway.chat.request import GenerationRequest
+from gateway.chat.structured import check_keys, json_schema
+from gateway.chat.tools import named_choice, tool_inputs
+from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector
-from gateway.structured import check_keys, json_schema
-from gateway.tools import named_choice, tool_inputs
+from gateway.openai import fields as f
 from protocol.messages import Op, SamplingParams
 
 MAX_STOP_SEQUENCES = 16

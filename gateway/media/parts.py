@@ -13,8 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.engine import EngineUnavailable
-from gateway.errors import APIError, invalid, unknown_field, unsupported
+from gateway.engine.errors import EngineUnavailable
+from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.media.audio import AUDIO_FORMATS
 
 CAPABILITY = {"image": "image_in", "audio": "audio_in"}

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import APIError
+from gateway.http.errors import APIError
 from gateway.media.addresses import AddressPolicy, address_problem
 from gateway.media.audio import check_audio
 from gateway.media.fetch import FetchLimits, fetch

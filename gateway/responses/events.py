@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.errors import APIError
-from gateway.openai_logprobs import chat_content
-from gateway.output import ChoiceOutput, is_first_piece
+from gateway.chat.output import ChoiceOutput, is_first_piece
+from gateway.http.errors import APIError
+from gateway.http.sse import sse_event
+from gateway.openai.logprobs import chat_content
 from gateway.responses.objects import (
     ResponseMeta,
     function_call_item,
@@ -31,7 +32,6 @@ from gateway.responses.objects import (
     output_text,
     reasoning_item,
 )
-from gateway.sse import sse_event
 from protocol.messages import Delta, Usage
 
 OnDone = Callable[[dict[str, Any], ChoiceOutput], None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import invalid, unknown_field, unsupported
+from gateway.http.errors import invalid, unknown_field, unsupported
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 _KEYS = {

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.openai_logprobs import chat_content
-from gateway.output import ChoiceOutput
+from gateway.chat.output import ChoiceOutput
+from gateway.openai.logprobs import chat_content
 from protocol.messages import FinishReason, TokenLogprob, Usage
 
 

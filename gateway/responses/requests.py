@@ -22,13 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway import openai_fields as f
-from gateway.errors import APIError, invalid, unknown_field, unsupported
-from gateway.generation_request import GenerationRequest
+from gateway.chat.request import GenerationRequest
+from gateway.chat.structured import JSON_OBJECT, check_keys, json_schema
+from gateway.chat.tools import function_tool, named_choice, tool_inputs
+from gateway.http.errors import APIError, invalid, unknown_field, unsupported
+from gateway.openai import fields as f
 from gateway.responses.inputs import input_messages
 from gateway.responses.store import ResponseStore
-from gateway.structured import JSON_OBJECT, check_keys, json_schema
-from gateway.tools import function_tool, named_choice, tool_inputs
 from protocol.messages import Op, SamplingParams
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"

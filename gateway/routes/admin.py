@@ -8,10 +8,10 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from gateway import openai_fields as f
-from gateway.engine import SwapFailed
-from gateway.errors import SERVER_ERROR, APIError, invalid, unknown_field
-from gateway.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+from gateway.engine.errors import SwapFailed
+from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+from gateway.http.errors import SERVER_ERROR, APIError, invalid, unknown_field
+from gateway.openai import fields as f
 from gateway.routes.common import engine_of, read_json
 
 

@@ -9,12 +9,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import generation
+from gateway.chat import generation
+from gateway.chat.output import ChoiceOutput
 from gateway.media.parts import MediaCollector
-from gateway.openai_chunks import ChatChunks, usage_dict
-from gateway.openai_logprobs import chat_logprobs
-from gateway.openai_requests import parse_chat
-from gateway.output import ChoiceOutput
+from gateway.openai.chunks import ChatChunks, usage_dict
+from gateway.openai.logprobs import chat_logprobs
+from gateway.openai.requests import parse_chat
 from gateway.routes.common import check_model, engine_of, read_json
 
 

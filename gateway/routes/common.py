@@ -6,8 +6,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from gateway.errors import APIError, invalid, model_not_found
-from gateway.json_body import BodyError, parse_json
+from gateway.http.errors import APIError, invalid, model_not_found
+from gateway.http.json_body import BodyError, parse_json
 
 
 def engine_of(request: Request) -> Any:
@@ -16,7 +16,7 @@ def engine_of(request: Request) -> Any:
 
 async def read_json(request: Request) -> dict[str, Any]:
     """The body as a JSON object: 413 past `max_body_bytes`, 400 when malformed (by the rules
-    of gateway/json_body.py)."""
+    of gateway/http/json_body.py)."""
     limit = request.app.state.config.max_body_bytes
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:

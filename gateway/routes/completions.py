@@ -9,11 +9,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import generation
-from gateway.openai_chunks import CompletionChunks, usage_dict
-from gateway.openai_logprobs import completion_logprobs
-from gateway.openai_requests import parse_completion
-from gateway.output import ChoiceOutput
+from gateway.chat import generation
+from gateway.chat.output import ChoiceOutput
+from gateway.openai.chunks import CompletionChunks, usage_dict
+from gateway.openai.logprobs import completion_logprobs
+from gateway.openai.requests import parse_completion
 from gateway.routes.common import check_model, engine_of, read_json
 
 

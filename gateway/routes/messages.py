@@ -1,6 +1,6 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API.
 
-Errors on these paths are Anthropic-shaped (`gateway.errors` picks the shape by path).
+Errors on these paths are Anthropic-shaped (`gateway.http.errors` picks the shape by path).
 """
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import generation
 from gateway.anthropic.events import MessageEvents
 from gateway.anthropic.message import message_body, message_id
 from gateway.anthropic.requests import parse_count, parse_create
-from gateway.engine_errors import WorkerRejected
-from gateway.errors import invalid
+from gateway.chat import generation
+from gateway.engine.errors import WorkerRejected
+from gateway.http.errors import invalid
 from gateway.media.parts import MediaCollector
 from gateway.routes.common import check_model, engine_of, read_json
 

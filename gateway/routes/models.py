@@ -7,7 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from gateway.errors import model_not_found
+from gateway.http.errors import model_not_found
 from gateway.routes.common import engine_of
 
 OWNED_BY = "vllm-omni-mlx"

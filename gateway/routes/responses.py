@@ -11,9 +11,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import generation
-from gateway.errors import APIError
-from gateway.output import ChoiceOutput
+from gateway.chat import generation
+from gateway.chat.output import ChoiceOutput
+from gateway.http.errors import APIError
 from gateway.responses.events import ResponseEvents
 from gateway.responses.objects import ResponseMeta, assistant_turn, output_items
 from gateway.responses.requests import ResponsesRequest, parse_create

@@ -4,10 +4,10 @@ voice to clone) and `DELETE /v1/audio/voices/{voice_id}`.
 
 Speech and the listing need a speech model in the worker: its Ready message's `audio` section
 (voices, what it can do, sample rate, served name) is what these routes read. Saved voices
-live in the gateway (gateway/voice_store.py) and need no worker. See gateway/speech_requests.py
-and gateway/speech_form.py for the fields (JSON or multipart), gateway/speech_voices.py for
-saved voices in requests, gateway/speech_stream.py for buffered vs streamed responses and
-gateway/audio_encoding.py for the formats.
+live in the gateway (gateway/audio/speech/voice_store.py) and need no worker. See gateway/audio/speech/request.py
+and gateway/audio/speech/form.py for the fields (JSON or multipart), gateway/audio/speech/voices.py for
+saved voices in requests, gateway/audio/speech/stream.py for buffered vs streamed responses and
+gateway/audio/speech/encoding.py for the formats.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import speech_stream, speech_voices
-from gateway.audio_encoding import CONTENT_TYPES, available_formats, encode
-from gateway.engine import EngineUnavailable
-from gateway.errors import APIError, model_not_found
-from gateway.multipart import read_form
+from gateway.audio.speech import stream as speech_stream
+from gateway.audio.speech import voices as speech_voices
+from gateway.audio.speech.encoding import CONTENT_TYPES, available_formats, encode
+from gateway.audio.speech.form import is_form, speech_body, voice_upload
+from gateway.audio.speech.request import parse_speech
+from gateway.audio.speech.voice_store import VoiceStore
+from gateway.engine.errors import EngineUnavailable
+from gateway.http.errors import APIError, model_not_found
+from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of, read_json
-from gateway.speech_form import is_form, speech_body, voice_upload
-from gateway.speech_requests import parse_speech
-from gateway.voice_store import VoiceStore
 
 
 def voice_store(request: Request) -> VoiceStore:

@@ -21,18 +21,18 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway import transcription_stream
-from gateway.engine_errors import EngineUnavailable
-from gateway.errors import APIError, model_not_found
-from gateway.multipart import read_form
-from gateway.routes.common import engine_of
-from gateway.transcription_formats import MEDIA_TYPES, render
-from gateway.transcription_request import (
+from gateway.audio.transcription import stream as transcription_stream
+from gateway.audio.transcription.formats import MEDIA_TYPES, render
+from gateway.audio.transcription.request import (
     TASK_TRANSCRIBE,
     TASK_TRANSLATE,
     TranscriptionRequest,
     parse_transcription_form,
 )
+from gateway.engine.errors import EngineUnavailable
+from gateway.http.errors import APIError, model_not_found
+from gateway.http.multipart import read_form
+from gateway.routes.common import engine_of
 
 OPENAI_ALIAS = "whisper-1"
 

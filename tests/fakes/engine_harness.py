@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine import Engine
+from gateway.engine.client import Engine
 from protocol import Endpoints
 from protocol.messages import Delta, SamplingParams
 

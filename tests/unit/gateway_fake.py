@@ -1,4 +1,4 @@
-"""A scripted in-process stand-in for `gateway.engine.Engine`, for the gateway HTTP tests.
+"""A scripted in-process stand-in for `gateway.engine.client.Engine`, for the gateway HTTP tests.
 
 Each request replays `engine.script`: a list of batches (lists of Delta), where `HANG` waits
 forever (until the request is cancelled) and an exception instance is raised. The fake records
@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine import EngineUnavailable
+from gateway.engine.errors import EngineUnavailable
 from protocol.messages import Delta, ErrorInfo, Ready, SamplingParams, Usage
 
 HANG = object()

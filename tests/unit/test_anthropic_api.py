@@ -9,7 +9,7 @@ import json
 import anthropic
 import pytest
 
-from gateway.engine import EngineUnavailable, WorkerRejected
+from gateway.engine.errors import EngineUnavailable, WorkerRejected
 from protocol.messages import Delta, ToolCallDelta, Usage
 from tests.unit.gateway_fake import accepted, failure, finish, make_client, text
 from tests.unit.sdk_clients import CountingEngine, anthropic_client

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.anthropic.requests import parse_count, parse_create
-from gateway.errors import APIError
+from gateway.http.errors import APIError
 
 USER = [{"role": "user", "content": "hi"}]
 TOOL = {

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from gateway.audio_encoding import (
+from gateway.audio.speech.encoding import (
     FORMATS,
     available_formats,
     encode,

@@ -1,10 +1,10 @@
-"""Prompts of a requested token count built without a tokenizer (gateway.bench.prompts)."""
+"""Prompts of a requested token count built without a tokenizer (bench.prompts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.bench.prompts import Calibration, ConversationPlan, PromptFactory
+from bench.prompts import Calibration, ConversationPlan, PromptFactory
 
 
 def test_calibration_is_the_line_through_two_measurements():

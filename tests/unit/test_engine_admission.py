@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from gateway.admission import Admission
-from gateway.engine_errors import EngineUnavailable, QueueFull
-from gateway.request_stream import RequestStream
+from gateway.engine.admission import Admission
+from gateway.engine.errors import EngineUnavailable, QueueFull
+from gateway.engine.request_stream import RequestStream
 from protocol.messages import Delta, Usage
 from tests.fakes.engine_harness import async_test
 

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from gateway.engine import Engine, EngineUnavailable
+from gateway.engine.client import Engine
+from gateway.engine.errors import EngineUnavailable
 from protocol.messages import PROTOCOL_VERSION
 from tests.fakes.engine_harness import (
     FakeWorkers,

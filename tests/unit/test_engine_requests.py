@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.engine import EngineUnavailable, QueueFull
+from gateway.engine.errors import EngineUnavailable, QueueFull
 from tests.fakes.engine_harness import (
     FakeWorkers,
     async_test,

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.engine import SwapFailed
+from gateway.engine.errors import SwapFailed
 from tests.fakes.engine_harness import (
     FakeWorkers,
     async_test,

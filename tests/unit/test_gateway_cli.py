@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub.errors import LocalEntryNotFoundError
 
-from gateway import cli
-from gateway.engine import SwapFailed
-from gateway.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+from gateway.cli import main as cli
+from gateway.engine.errors import SwapFailed
+from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
 from tests.unit.gateway_fake import FakeEngine, make_client
 
 FORBIDDEN = ("mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "transformers")
@@ -20,7 +20,7 @@ FORBIDDEN = ("mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "transformers")
 
 def test_gateway_app_and_cli_do_not_import_mlx_or_transformers():
     code = (
-        "import sys, gateway.app, gateway.cli, gateway.engine\n"
+        "import sys, gateway.app, gateway.cli.main, gateway.engine.client\n"
         f"print([m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -83,7 +83,7 @@ def no_serving(monkeypatch):
     """`serve` wired to a recording engine class and a server that returns at once."""
     import uvicorn
 
-    import gateway.engine
+    import gateway.engine.client
 
     engines = []
 
@@ -94,7 +94,7 @@ def no_serving(monkeypatch):
             engines.append(self)
 
     FakeServer.instances.clear()
-    monkeypatch.setattr(gateway.engine, "Engine", RecordingEngine)
+    monkeypatch.setattr(gateway.engine.client, "Engine", RecordingEngine)
     monkeypatch.setattr(uvicorn, "Server", FakeServer)
     return engines
 

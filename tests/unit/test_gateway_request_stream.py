@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.generation import coalesce
-from gateway.request_stream import RequestStream
+from gateway.chat.generation import coalesce
+from gateway.engine.request_stream import RequestStream
 from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
 
 

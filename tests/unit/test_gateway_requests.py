@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import APIError
-from gateway.openai_requests import parse_chat, parse_completion
+from gateway.http.errors import APIError
+from gateway.openai.requests import parse_chat, parse_completion
 
 USER = [{"role": "user", "content": "hi"}]
 

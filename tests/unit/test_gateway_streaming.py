@@ -12,10 +12,10 @@ import openai
 import pytest
 from starlette.requests import Request
 
-from gateway import errors
 from gateway.app import create_app
-from gateway.engine import EngineUnavailable, QueueFull
-from gateway.streaming import Ending, StreamedResponse, enter_one, open_stream
+from gateway.engine.errors import EngineUnavailable, QueueFull
+from gateway.http import errors
+from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
 from protocol.messages import Delta, SamplingParams
 from tests.unit.gateway_fake import (
     HANG,
@@ -215,7 +215,7 @@ def test_a_stream_sends_one_body_message_per_engine_batch():
     assert not engine.last.aborted
 
 
-# -- the shared response (gateway/streaming.py) on its own --------------------------------
+# -- the shared response (gateway/http/streaming.py) on its own --------------------------------
 
 
 def run_response(batches: list, error) -> tuple[list[dict], FakeEngine]:

@@ -1,10 +1,10 @@
-"""Malformed JSON bodies are 400s naming the rule they break, never 5xx (gateway/json_body.py)."""
+"""Malformed JSON bodies are 400s naming the rule they break, never 5xx (gateway/http/json_body.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.json_body import MAX_DEPTH, BodyError, parse_json
+from gateway.http.json_body import MAX_DEPTH, BodyError, parse_json
 from tests.unit.gateway_fake import make_client
 
 

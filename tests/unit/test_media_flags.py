@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from gateway import cli
+from gateway.cli import main as cli
 from gateway.config import ServerConfig
-from gateway.worker_process import default_worker_command
+from gateway.engine.worker_process import default_worker_command
 from protocol import Endpoints
 from tests.unit.test_gateway_cli import FakeServer, no_serving  # noqa: F401 (a fixture)
 from worker.runtime.process import parse_args

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.anthropic.requests import parse_count, parse_create
-from gateway.errors import APIError
+from gateway.http.errors import APIError
 from gateway.media.parts import MediaCollector, MediaItem
-from gateway.openai_requests import parse_chat
+from gateway.openai.requests import parse_chat
 
 VISION = ["chat", "complete", "image_in"]
 OMNI = [*VISION, "audio_in"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import APIError
+from gateway.http.errors import APIError
 from gateway.responses.requests import parse_create
 from gateway.responses.store import ResponseStore, StoredResponse
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gateway.transcription_formats import (
+from gateway.audio.transcription.formats import (
     Transcript,
     language_name,
     render,

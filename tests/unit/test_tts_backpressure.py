@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.admission import Admission
-from gateway.open_requests import OpenRequests
-from gateway.request_stream import SLOW_READER, RequestStream
+from gateway.engine.admission import Admission
+from gateway.engine.open_requests import OpenRequests
+from gateway.engine.request_stream import SLOW_READER, RequestStream
 from protocol.messages import Delta, Step, Usage
 
 
@@ -65,7 +65,7 @@ def test_nothing_is_delivered_after_a_cut_off():
 
 
 def test_a_cut_off_request_is_aborted_at_the_worker_and_frees_its_slot(monkeypatch):
-    monkeypatch.setattr("gateway.request_stream.MAX_PENDING_AUDIO_BYTES", 150)
+    monkeypatch.setattr("gateway.engine.request_stream.MAX_PENDING_AUDIO_BYTES", 150)
 
     async def scenario() -> tuple[list[list[str]], int, bool]:
         admission = Admission(capacity=1, max_queue=0)

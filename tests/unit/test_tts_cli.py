@@ -10,7 +10,7 @@ import mlx.core as mx
 import pytest
 import soundfile
 
-from gateway.speech_cli import format_for
+from gateway.cli.speech import format_for
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.speech.audio import to_pcm16
 

@@ -13,11 +13,11 @@ from contextlib import AsyncExitStack
 import pytest
 import soundfile
 
-from gateway.audio_encoding import wav_header
-from gateway.disconnect import DisconnectWatcher
-from gateway.speech_requests import SpeechCall
-from gateway.speech_stream import speech_response
-from gateway.streaming import Opened
+from gateway.audio.speech.encoding import wav_header
+from gateway.audio.speech.request import SpeechCall
+from gateway.audio.speech.stream import speech_response
+from gateway.http.disconnect import DisconnectWatcher
+from gateway.http.streaming import Opened
 from protocol.messages import Delta, ErrorInfo, Ready, Usage
 from tests.unit.gateway_fake import FakeEngine, accepted, make_client
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.voice_store import VoiceStore
+from gateway.audio.speech.voice_store import VoiceStore
 from protocol.messages import Ready
 from tests.unit.gateway_fake import FakeEngine, make_client
 from tests.unit.test_tts_speech_api import AUDIO, BODY, speech_script

@@ -11,9 +11,9 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from gateway import cli
+from gateway.cli import main as cli
 from gateway.config import ServerConfig
-from gateway.worker_process import default_worker_command, worker_env
+from gateway.engine.worker_process import default_worker_command, worker_env
 from launch import blas
 from protocol import Endpoints
 from worker.runtime.process import parse_args
@@ -184,7 +184,7 @@ def configs(monkeypatch):
     """`serve` wired to record its ServerConfig instead of serving."""
     import uvicorn
 
-    import gateway.engine
+    import gateway.engine.client
 
     seen: list[ServerConfig] = []
 
@@ -199,7 +199,7 @@ def configs(monkeypatch):
         def run(self) -> None:
             pass
 
-    monkeypatch.setattr(gateway.engine, "Engine", Recording)
+    monkeypatch.setattr(gateway.engine.client, "Engine", Recording)
     monkeypatch.setattr(uvicorn, "Server", NoServer)
     monkeypatch.setattr("gateway.app.create_app", lambda config, engine: None)
     return seen

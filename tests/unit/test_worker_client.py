@@ -1,4 +1,4 @@
-"""The gateway's receiving end (gateway/worker_client.py): every frame is handled, in order,
+"""The gateway's receiving end (gateway/engine/worker_channel.py): every frame is handled, in order,
 in a burst longer than one drain or one at a time; a frame that is not a message is dropped
 and the next one still arrives; a ControlReply resolves its call."""
 
@@ -8,8 +8,8 @@ import asyncio
 
 import zmq
 
-from gateway import worker_client
-from gateway.worker_client import WorkerClient
+from gateway.engine import worker_channel as worker_client
+from gateway.engine.worker_channel import WorkerClient
 from protocol import Endpoints, decode, encode
 from protocol.messages import ControlReply, Heartbeat, Message
 from tests.fakes.engine_harness import async_test, wait_until

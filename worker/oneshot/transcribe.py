@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gateway.transcription_formats import FORMATS, Transcript, render
+from gateway.audio.transcription.formats import FORMATS, Transcript, render
 from protocol.messages import FinishReason, SamplingParams, Submit, Usage
 
 

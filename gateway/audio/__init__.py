@@ -1,0 +1,1 @@
+"""OpenAI's audio APIs: speech out (`speech/`) and speech in (`transcription/`)."""

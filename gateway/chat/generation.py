@@ -1,0 +1,197 @@
+"""One generation request's life in the gateway: admission, collection or streaming, abort.
+
+A request with `n` choices is `n` worker requests (one Submit each), read together.
+
+A stream's life (headers only once every choice's first batch arrived, the API's error event
+for a failure after that, abort on disconnect) is gateway/http/streaming.py's; this module turns the
+choices' batches into one write each of the API's events (a `StreamEncoder`). Not streamed, a
+`DisconnectWatcher` cancels the work when the client goes, which exits the engine's request
+contexts and sends the worker its Aborts at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.chat.fan_in import Choices, Indexed
+from gateway.chat.output import ChoiceOutput, total_usage
+from gateway.chat.request import GenerationRequest
+from gateway.engine.request_stream import merge_into, mergeable
+from gateway.http import errors
+from gateway.http.disconnect import DisconnectWatcher
+from gateway.http.sse import StreamEncoder, has_output
+from gateway.http.streaming import Ending, StreamedResponse, open_stream, raise_early_error
+from gateway.media.resolve import MediaSettings, media_settings, resolve_media
+from protocol.messages import Delta, ToolCallDelta, Usage
+
+
+@dataclass(slots=True)
+class Generated:
+    choices: list[ChoiceOutput]
+    usage: Usage  # all choices together: the prompt once, completions summed
+
+
+async def _enter_all(
+    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
+) -> list[Any]:
+    """Fetch and check the request's media, then admit and submit every choice; leaving
+    `stack` aborts the unfinished ones."""
+    inputs = req.inputs
+    if req.media:
+        inputs = {**inputs, **await resolve_media(req.media, media)}
+    return [
+        await stack.enter_async_context(engine.request(req.op, inputs, sampling, req.stream))
+        for sampling in req.samplings()
+    ]
+
+
+# -- not streamed --------------------------------------------------------------------------
+
+
+async def complete(request: Request, engine: Any, req: GenerationRequest) -> Generated:
+    """Run a request to its end; the client leaving cancels it (ClientDisconnected)."""
+    watcher = DisconnectWatcher(request.receive)
+    try:
+        choices = await watcher.run(_collect_all(engine, req, media_settings(request)))
+    finally:
+        watcher.close()
+    return Generated(choices, total_usage([c.usage for c in choices]))
+
+
+async def _collect_all(
+    engine: Any, req: GenerationRequest, media: MediaSettings
+) -> list[ChoiceOutput]:
+    async with AsyncExitStack() as stack:
+        streams = await _enter_all(engine, req, stack, media)
+        if len(streams) == 1:
+            return [await _collect(streams[0], 0)]
+        return await _first_failure_cancels_all(
+            [asyncio.ensure_future(_collect(s, i)) for i, s in enumerate(streams)]
+        )
+
+
+async def _first_failure_cancels_all(
+    tasks: list[asyncio.Future[ChoiceOutput]],
+) -> list[ChoiceOutput]:
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in tasks]
+
+
+async def _collect(batches: Any, index: int) -> ChoiceOutput:
+    """One choice's output; its error, if it ended in one, raised as the HTTP error."""
+    output = ChoiceOutput(index)
+    async for batch in batches:
+        for delta in batch:
+            output.add(delta)
+            if delta.finish_reason is not None:
+                error = errors.terminal_error(delta)
+                if error is not None:
+                    raise error
+                return output
+    raise errors.no_terminal()
+
+
+# -- streamed ------------------------------------------------------------------------------
+
+
+async def stream(
+    request: Request, engine: Any, req: GenerationRequest, encoder: StreamEncoder
+) -> StreamedResponse[Indexed]:
+    """Wait for every choice's first batch, then hand the open requests to an SSE response."""
+    enter = partial(_open, engine, req, media=media_settings(request))
+    opened = await open_stream(request, enter)
+    return StreamedResponse(opened, _Events(encoder, req.n).encode, encoder.error, "request")
+
+
+async def _open(
+    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
+) -> tuple[Choices, Indexed]:
+    streams = await _enter_all(engine, req, stack, media)
+    iterators = [s.__aiter__() for s in streams]
+    choices = Choices(iterators)
+    stack.callback(choices.close)  # its reads are cancelled before the requests are left
+    first: Indexed = []
+    for index, iterator in enumerate(iterators):
+        try:
+            batch = await iterator.__anext__()
+        except StopAsyncIteration:
+            raise errors.no_terminal() from None
+        first.extend((index, delta) for delta in batch)
+    raise_early_error(delta for _, delta in first)
+    return choices, first
+
+
+def _copy(delta: Delta) -> Delta:
+    """A delta merge_into may extend without touching the original (which may be shared)."""
+    return replace(
+        delta,
+        token_ids=list(delta.token_ids),
+        tool_calls=[ToolCallDelta(p.index, p.id, p.name, p.arguments) for p in delta.tool_calls],
+        logprobs=None if delta.logprobs is None else list(delta.logprobs),
+        segments=list(delta.segments),
+    )
+
+
+def coalesce(batch: Indexed) -> Indexed:
+    """Consecutive mergeable deltas of one choice become one, so a batch is one write each."""
+    if len(batch) < 2:
+        return batch
+    out: Indexed = []
+    copied = False
+    for index, delta in batch:
+        if out and out[-1][0] == index and mergeable(out[-1][1], delta):
+            if not copied:
+                out[-1] = (index, _copy(out[-1][1]))
+                copied = True
+            merge_into(out[-1][1], delta)
+        else:
+            out.append((index, delta))
+            copied = False
+    return out
+
+
+class _Events:
+    """The n choices' engine batches -> one write each of the API's events (`StreamEncoder`)."""
+
+    def __init__(self, encoder: StreamEncoder, n: int) -> None:
+        self._encoder = encoder
+        self._started = False
+        self._open = n
+        self._usages: list[Usage | None] = []
+
+    def encode(self, batch: Indexed) -> tuple[list[bytes], Ending]:
+        """The batch's events in one write; True once every choice ended."""
+        encoder = self._encoder
+        parts = []
+        if not self._started:
+            self._started = True
+            prompt = next((d.usage for _, d in batch if d.usage and d.finish_reason is None), None)
+            parts.append(encoder.start(prompt))
+        for index, delta in coalesce(batch):
+            if has_output(delta):
+                parts.append(encoder.delta(index, delta))
+            if delta.finish_reason is None:
+                continue
+            error = errors.terminal_error(delta)
+            if error is not None:
+                return [b"".join(parts)], error
+            parts.append(encoder.finish(index, delta))
+            self._usages.append(delta.usage)
+            self._open -= 1
+            if self._open == 0:
+                parts.append(encoder.end(total_usage(self._usages)))
+                return [b"".join(parts)], True
+        return [b"".join(parts)], False

@@ -1,0 +1,3 @@
+"""The `vllm-omni-mlx` command line: `serve`, model swaps and stats, `bench`, and speech in and
+out without a server.
+"""

@@ -1,0 +1,364 @@
+"""The `vllm-omni-mlx` command: `serve` a model, `models load` another one, read `stats`.
+
+`serve` runs in the gateway process, which never imports mlx: the default demo checkpoint is
+built by a subprocess, and the worker that loads the model is spawned by the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from bench.options import bench_options
+from gateway.cli.speech import tts
+from gateway.config import ServerConfig
+
+DEFAULTS = ServerConfig(model="", served_model_name="")
+DEFAULT_URL = "http://127.0.0.1:8000"
+TINY_CHECKPOINT_COMMAND = [sys.executable, "-m", "scripts.tiny_checkpoint", "--arch", "qwen3"]
+LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """OpenAI-compatible model server for MLX: an HTTP gateway and an MLX worker process."""
+
+
+def build_default_checkpoint() -> str:
+    """Build (or reuse) the tiny random-weight demo checkpoint in a subprocess; its path."""
+    click.echo(
+        "No MODEL given: serving the embedded tiny demo checkpoint (random weights).", err=True
+    )
+    try:
+        done = subprocess.run(
+            TINY_CHECKPOINT_COMMAND, stdout=subprocess.PIPE, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise click.ClickException(f"building the demo checkpoint failed: {exc}") from exc
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if not lines:
+        raise click.ClickException("building the demo checkpoint printed no path")
+    return lines[-1]
+
+
+def resolve(model: str | None) -> tuple[str, str]:
+    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed."""
+    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+
+    try:
+        resolved = resolve_model(model if model is not None else build_default_checkpoint())
+    except (ModelNotFound, ModelDownloadFailed) as exc:
+        raise click.ClickException(str(exc)) from exc
+    return resolved.path, resolved.name
+
+
+def generation_options(command: Any) -> Any:
+    """The worker's generation flags (ServerConfig fields of the same names)."""
+    options = [
+        ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
+        ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
+        ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
+        ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
+        ("--kv-group-size", click.Choice(["32", "64", "128"]), "KV quantization group size."),
+        ("--quantized-kv-start", click.IntRange(min=0), "Quantize the KV cache past this."),
+        ("--max-kv-size", click.IntRange(min=5), "Rotating KV cache of this many tokens."),
+        ("--dtype", click.Choice(["auto", "float32", "float16", "bfloat16"]), "Weight dtype."),
+        ("--blas", click.Choice(["auto", "bundled", "openblas"]), "Linux CPU: OpenBLAS use."),
+        ("--prefix-cache-bytes", click.IntRange(min=0), "Prefix cache budget; 0: off."),
+        ("--ssd-cache-dir", click.Path(file_okay=False), "Also keep prefix caches here."),
+        ("--ssd-cache-max-gb", click.FloatRange(min=0), "Size cap of --ssd-cache-dir."),
+        ("--warm-prompts", click.Path(exists=True, dir_okay=False), "JSONL prompts to cache."),
+        ("--tts-model", None, "TTS checkpoint served next to MODEL (speech out)."),
+        ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
+        ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
+        ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
+        ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
+    ]
+    for flag, kind, help_text in reversed(options):
+        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        default = str(default) if isinstance(kind, click.Choice) and default else default
+        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
+            command
+        )
+    return command
+
+
+def media_options(command: Any) -> Any:
+    """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
+    options = [
+        (
+            "--allowed-local-media-path",
+            click.Path(exists=True, file_okay=False),
+            "Serve file:// URLs and paths inside this directory [default: refuse them].",
+        ),
+        ("--media-max-bytes", click.IntRange(min=1), "Size cap of one image or audio clip."),
+        ("--media-fetch-timeout", click.FloatRange(min=0, min_open=True), "Seconds per fetch."),
+        ("--max-image-pixels", click.IntRange(min=1), "Pixel cap (width x height) of an image."),
+    ]
+    for flag, kind, help_text in reversed(options):
+        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
+            command
+        )
+    return command
+
+
+def media_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig's media fields from the media flags."""
+    path = options["allowed_local_media_path"]
+    return {
+        "allowed_local_media_path": os.path.realpath(path) if path else None,
+        "media_max_bytes": options["media_max_bytes"],
+        "media_fetch_timeout": options["media_fetch_timeout"],
+        "max_image_pixels": options["max_image_pixels"],
+    }
+
+
+def generation_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
+    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+    from launch.blas import BlasUnavailable, blas_environment
+    from worker.cache.warm_prompts import WarmPromptsError, load_warm_prompts
+
+    fields = {
+        name: options[name]
+        for name in (
+            "prefill_step_size", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
+            "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
+            "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
+        )
+    }  # fmt: skip
+    fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
+    fields["kv_group_size"] = int(options["kv_group_size"])
+    for name in ("draft_model", "tts_model", "asr_model"):
+        if options[name]:
+            try:
+                fields[name] = resolve_model(options[name]).path
+            except (ModelNotFound, ModelDownloadFailed) as exc:
+                flag = "--" + name.replace("_", "-")
+                raise click.ClickException(f"{flag}: {exc}") from exc
+    try:
+        blas_environment(options["blas"], {})
+        if options["warm_prompts"]:
+            load_warm_prompts(options["warm_prompts"])
+    except (BlasUnavailable, WarmPromptsError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    return fields
+
+
+@main.command()
+@click.argument("model", required=False)
+@click.option("--host", default=DEFAULTS.host, show_default=True)
+@click.option("--port", default=DEFAULTS.port, type=click.IntRange(0, 65535), show_default=True)
+@click.option("--api-key", envvar="VOMLX_API_KEY", help="Require this key (env VOMLX_API_KEY).")
+@click.option("--served-model-name", help="Model id clients use [default: repo id / dir name].")
+@click.option(
+    "--max-tokens",
+    default=DEFAULTS.max_tokens,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Default max_tokens of a request.",
+)
+@click.option(
+    "--max-num-seqs",
+    default=DEFAULTS.max_num_seqs,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Requests generated at once.",
+)
+@click.option(
+    "--max-queue",
+    default=DEFAULTS.max_queue,
+    type=click.IntRange(min=0),
+    show_default=True,
+    help="Requests waiting for a slot; past it: 503.",
+)
+@click.option(
+    "--queue-timeout",
+    default=DEFAULTS.queue_timeout,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Seconds a request may wait for a slot.",
+)
+@click.option(
+    "--drain-timeout",
+    default=DEFAULTS.drain_timeout,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Seconds in-flight requests get to finish (swap, shutdown).",
+)
+@click.option(
+    "--heartbeat-timeout",
+    default=DEFAULTS.heartbeat_timeout,
+    type=click.FloatRange(min=0, min_open=True),
+    show_default=True,
+    help="Worker silence after which it is declared dead.",
+)
+@click.option(
+    "--max-body-mb",
+    default=DEFAULTS.max_body_bytes / 2**20,
+    type=click.FloatRange(min=0, min_open=True),
+    show_default=True,
+)
+@click.option(
+    "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
+)
+@click.option("--omni", is_flag=True, help="MODEL is a speech model (TTS or recognition) alone.")
+@click.option(
+    "--backend",
+    default=DEFAULTS.backend,
+    type=click.Choice(["auto", "text", "omni"]),
+    show_default=True,
+    help="Library for MODEL: auto (from config.json), text (mlx-lm), omni (mlx-vlm).",
+)
+@media_options
+@generation_options
+def serve(model: str | None, **options: Any) -> None:
+    """Serve MODEL: a local checkpoint directory or a hub repo id (default: a tiny demo)."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.engine.client import Engine
+
+    logging.basicConfig(
+        level=options["log_level"].upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    path, default_name = resolve(model)
+    config = ServerConfig(
+        model=path,
+        served_model_name=options["served_model_name"] or default_name,
+        host=options["host"],
+        port=options["port"],
+        api_key=options["api_key"] or None,
+        max_tokens=options["max_tokens"],
+        max_num_seqs=options["max_num_seqs"],
+        max_queue=options["max_queue"],
+        queue_timeout=options["queue_timeout"],
+        drain_timeout=options["drain_timeout"],
+        heartbeat_timeout=options["heartbeat_timeout"],
+        max_body_bytes=int(options["max_body_mb"] * 2**20),
+        log_level=options["log_level"],
+        omni=options["omni"],
+        backend=options["backend"],
+        **media_config(options),
+        **generation_config(options),
+    )
+    app = create_app(config, Engine(config))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            lifespan="on",
+            # On SIGINT/SIGTERM open requests get the drain timeout, then are cancelled
+            # (which aborts them); the lifespan then stops the engine and its worker.
+            timeout_graceful_shutdown=config.drain_timeout,
+        )
+    )
+    click.echo(
+        f"Serving {config.served_model_name} ({path}) on http://{config.host}:{config.port}",
+        err=True,
+    )
+    server.run()
+    if not server.started:
+        sys.exit(3)  # uvicorn's own exit status for a failed startup
+
+
+def _call(method: str, url: str, api_key: str | None, timeout: float | None, **kw: Any) -> Any:
+    """One admin call; prints the server's error and exits non-zero on failure."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.request(
+            method, url, headers=headers, timeout=httpx.Timeout(timeout, connect=10.0), **kw
+        )
+    except httpx.HTTPError as exc:
+        raise click.ClickException(f"cannot reach {url}: {exc}") from exc
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.is_error:
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        raise click.ClickException(f"HTTP {response.status_code}: {message or response.text}")
+    return body
+
+
+url_option = click.option(
+    "--url", default=DEFAULT_URL, show_default=True, help="Base URL of the running server."
+)
+api_key_option = click.option("--api-key", envvar="VOMLX_API_KEY", help="Env VOMLX_API_KEY.")
+
+
+@main.group()
+def models() -> None:
+    """Manage the model a running server serves."""
+
+
+@models.command("load")
+@click.argument("model")
+@click.option("--served-model-name", help="Model id clients use [default: repo id / dir name].")
+@url_option
+@api_key_option
+def load(model: str, served_model_name: str | None, url: str, api_key: str | None) -> None:
+    """Swap the running server to MODEL (a directory or hub repo id, as the server sees it)."""
+    payload: dict[str, str] = {"model": model}
+    if served_model_name:
+        payload["served_model_name"] = served_model_name
+    # A swap drains requests and loads weights (maybe a download): no read timeout.
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/load", api_key, None, json=payload)
+    click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@url_option
+@api_key_option
+def stats(url: str, api_key: str | None) -> None:
+    """Print the worker's statistics."""
+    result = _call("GET", url.rstrip("/") + "/v1/admin/stats", api_key, 30.0)
+    click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@bench_options
+def bench(**options: Any) -> None:
+    """Measure a running OpenAI-compatible server: TTFT, inter-token latency, tok/s."""
+    from bench.command import run
+
+    run(**options)
+
+
+main.add_command(tts)  # speech synthesis without a server (gateway/cli/speech.py)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", required=True, help="Speech-recognition model: directory or hub id.")
+@click.option("--language", help="ISO-639-1 code of the speech [default: detect].")
+@click.option("--prompt", help="Context / initial prompt.")
+@click.option("--temperature", type=click.FloatRange(0, 1), help="[default: fallback ladder]")
+@click.option("--task", type=click.Choice(["transcribe", "translate"]), default="transcribe")
+@click.option(
+    "--format", type=click.Choice(["json", "text", "srt", "verbose_json", "vtt"]), default="text"
+)
+@click.option("--word-timestamps", is_flag=True, help="Words in verbose_json.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write here [default: stdout].")
+def transcribe(file: str, model: str, **options: Any) -> None:
+    """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
+    # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
+    argv = [sys.executable, "-m", "worker.oneshot.transcribe", "transcribe", file]
+    argv += ["--model", resolve(model)[0]]
+    for name, value in options.items():
+        if value not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            argv += [flag] if value is True else [flag, str(value)]
+    sys.exit(subprocess.run(argv).returncode)

@@ -1,0 +1,187 @@
+"""The gateway's end of the ZeroMQ socket pair: bind, send without blocking, receive, call.
+
+The gateway binds both endpoints once; successive workers connect to the same addresses. The
+PUSH socket has LINGER 0 and IMMEDIATE so nothing queues for a peer that is gone (a Submit
+meant for a dead worker must not reach its successor) and every send is non-blocking: a send
+to a dead worker fails at once instead of stalling the event loop. ControlCalls are matched
+to their replies by call id; every other message goes to the `on_message` callback. Any
+message at all refreshes `last_seen`, the supervisor's sign of life.
+
+Receiving is a reader callback on the PULL socket's file descriptor that drains every frame
+ready, not a `zmq.asyncio` recv future per frame: one loop wake-up per burst instead of a
+future, a poller registration and a task switch per message (a streamed token is one
+message, so this is the gateway's hottest path). ZeroMQ's descriptor is edge-triggered: it
+signals that the socket's state changed, so each callback reads until a non-blocking receive
+finds nothing, and a callback that stops early (a long burst) schedules the next one itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import zmq
+
+from protocol import Endpoints, ProtocolError, decode, encode
+from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlReply, Message, Ready, Tag
+
+log = logging.getLogger("gateway.engine.worker_channel")
+
+SEND_RETRY_INTERVAL = 0.01
+# Frames one reader callback handles before it lets other callbacks run (it then continues in
+# a callback of its own): a long burst of worker messages must not starve the HTTP side.
+DRAIN_BURST = 256
+
+
+class ControlCallFailed(Exception):
+    """A ControlCall got no reply in time, an error reply, or its worker went away."""
+
+
+class ControlCallRejected(ControlCallFailed):
+    """The worker answered the ControlCall with an error (its message says why)."""
+
+
+class WorkerClient:
+    def __init__(self, endpoints: Endpoints, on_message: Callable[[Message], None]) -> None:
+        self.endpoints = endpoints
+        self._on_message = on_message
+        self._ctx = zmq.Context()
+        # Plain (synchronous) sockets. Every send is DONTWAIT, so it never blocks, and there is
+        # no queue of pending send futures that could reorder or outlive a worker; frames are
+        # read without blocking by `_drain` (see the module docstring).
+        self._push: zmq.Socket = self._ctx.socket(zmq.PUSH)
+        self._pull: zmq.Socket = self._ctx.socket(zmq.PULL)
+        for sock in (self._push, self._pull):
+            sock.setsockopt(zmq.LINGER, 0)
+        self._push.setsockopt(zmq.IMMEDIATE, 1)
+        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._call_ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None  # set while the reader is on
+        self.last_seen = time.monotonic()
+
+    def bind(self) -> None:
+        self._push.bind(self.endpoints.to_worker)
+        self._pull.bind(self.endpoints.from_worker)
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._pull.getsockopt(zmq.FD), self._drain)
+        # Frames that arrived before the reader was registered raised no edge: look now.
+        self._loop.call_soon(self._drain)
+
+    def send_nowait(self, message: Message) -> bool:
+        """Send if a connected worker can take it now; False otherwise (the message is dropped)."""
+        try:
+            self._push.send(encode(message), zmq.DONTWAIT)
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:  # closed socket during shutdown
+            log.debug("send failed: %s", exc)
+            return False
+        return True
+
+    async def send(self, message: Message, timeout: float) -> bool:
+        """Send, retrying while no worker is connected (e.g. the pipe of a worker that just sent
+        READY is still being attached), for at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.send_nowait(message):
+            if time.monotonic() >= deadline or self._push.closed:
+                return False
+            await asyncio.sleep(SEND_RETRY_INTERVAL)
+        return True
+
+    async def call(
+        self, method: str, args: dict[str, Any] | None = None, timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """One ControlCall and its reply's result; ControlCallFailed on timeout or error."""
+        call_id = next(self._call_ids)
+        reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._calls[call_id] = reply
+        deadline = time.monotonic() + timeout
+        try:
+            if not await self.send(ControlCall(call_id, method, args or {}), timeout):
+                raise ControlCallFailed(f"{method}: no worker to send it to")
+            return await asyncio.wait_for(reply, max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise ControlCallFailed(f"{method}: no reply within {timeout:g} s") from None
+        finally:
+            self._calls.pop(call_id, None)
+
+    def fail_calls(self, reason: str) -> None:
+        """The worker is gone: no pending call will be answered."""
+        for reply in self._calls.values():
+            if not reply.done():
+                reply.set_exception(ControlCallFailed(reason))
+        self._calls.clear()
+
+    async def close(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._pull.getsockopt(zmq.FD))
+            self._loop = None
+        self.fail_calls("the gateway is shutting down")
+        self._push.close(linger=0)
+        self._pull.close(linger=0)
+        self._ctx.term()
+
+    def _drain(self) -> None:
+        """Handle every frame that is ready, up to DRAIN_BURST (then continue soon)."""
+        loop = self._loop
+        if loop is None:
+            return
+        for _ in range(DRAIN_BURST):
+            try:
+                frame = self._pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as exc:  # closed socket during shutdown
+                log.debug("receive failed: %s", exc)
+                return
+            self._handle(frame)
+            if self._loop is None:  # a handler closed the client
+                return
+        loop.call_soon(self._drain)
+
+    def _handle(self, frame: bytes) -> None:
+        self.last_seen = time.monotonic()
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            message = _foreign_ready(frame)
+            if message is None:
+                log.error("dropped an undecodable message from the worker: %s", exc)
+                return
+        try:
+            if isinstance(message, ControlReply):
+                self._resolve(message)
+            else:
+                self._on_message(message)
+        except Exception:  # a handler bug must not stop the receiver: that would hang all
+            log.exception("error while handling %s", type(message).__name__)
+
+    def _resolve(self, reply: ControlReply) -> None:
+        future = self._calls.get(reply.call_id)
+        if future is None or future.done():
+            return  # stale: its caller timed out, or a previous worker's reply
+        if reply.ok:
+            future.set_result(reply.result or {})
+        else:
+            future.set_exception(ControlCallRejected(reply.error or "the worker reported an error"))
+
+
+def _foreign_ready(frame: bytes) -> Ready | None:
+    """A READY of another protocol version may have another layout, yet its first field is
+    still the version: read that much so the supervisor can refuse it by name."""
+    try:
+        raw = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+    except Exception:
+        return None
+    if not (isinstance(raw, list) and len(raw) >= 2 and raw[0] == Tag.READY):
+        return None
+    version = raw[1]
+    if not isinstance(version, int) or version == PROTOCOL_VERSION:
+        return None
+    pid = raw[-1] if isinstance(raw[-1], int) else 0
+    return Ready(protocol_version=version, model="", capabilities=[], limits={}, pid=pid)

@@ -1,0 +1,61 @@
+"""API-key check for every route but /health, as pure ASGI middleware.
+
+Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
+`Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
+the comparison is constant-time.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.http.errors import AUTHENTICATION, APIError
+
+OPEN_PATHS = frozenset({"/health"})
+
+
+def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The keys a request carries, from either header."""
+    keys = []
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                keys.append(token.strip())
+        elif name == b"x-api-key":
+            keys.append(value.strip())
+    return keys
+
+
+class APIKeyMiddleware:
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.api_key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.api_key is None
+            or scope["type"] != "http"
+            or scope["path"] in OPEN_PATHS
+            or self._authorized(scope)
+        ):
+            await self.app(scope, receive, send)
+            return
+        error = APIError(
+            401,
+            "Invalid or missing API key (send `Authorization: Bearer KEY` or `x-api-key: KEY`)",
+            type=AUTHENTICATION,
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        await error.response(scope["path"])(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.api_key is not None
+        # Check every presented key so the time taken does not depend on which header matched.
+        matches = [
+            hmac.compare_digest(key, self.api_key) for key in presented_keys(scope["headers"])
+        ]
+        return any(matches)

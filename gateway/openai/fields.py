@@ -1,0 +1,191 @@
+"""Typed readers for single OpenAI request fields, and the sampling fields both APIs share.
+
+Each reader takes the body and a field name and returns the value, or None when the field is
+absent or JSON null (null never changes the output, so it reads as "not set"), or raises a 400
+naming the field. JSON booleans are not numbers here, although Python's bool is an int.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.http.errors import invalid, unknown_field
+from protocol.messages import SamplingParams
+
+MAX_STOP_SEQUENCES = 4  # OpenAI's limit
+
+# Extensions beyond the OpenAI schema that vLLM-style clients send through `extra_body`.
+SAMPLING_EXTENSIONS = frozenset({"top_k", "min_p", "repetition_penalty"})
+
+# Fields both APIs honour through SamplingParams (max_tokens is read by each parser).
+SHARED_SAMPLING = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        *SAMPLING_EXTENSIONS,
+    }
+)
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(value), "number" if isinstance(value, int | float) else "null"
+    )
+
+
+def number(
+    body: dict, name: str, lo: float, hi: float | None, *, lo_open: bool = False
+) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(name, f"`{name}` must be a number, got {_type_name(value)}")
+    too_low = value <= lo if lo_open else value < lo
+    if too_low or (hi is not None and value > hi):
+        low = f"> {lo}" if lo_open else f">= {lo}"
+        high = f" and <= {hi}" if hi is not None else ""
+        raise invalid(name, f"`{name}` must be {low}{high}, got {value}")
+    return float(value)
+
+
+def integer(body: dict, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    # 3.0 is an integer in JSON's eyes; 3.5 is not.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(name, f"`{name}` must be an integer, got {_type_name(value)}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = " and ".join(
+            part
+            for part in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "")
+            if part
+        )
+        raise invalid(name, f"`{name}` must be {bounds}, got {value}")
+    return value
+
+
+def boolean(body: dict, name: str) -> bool | None:
+    value = body.get(name)
+    if value is None or isinstance(value, bool):
+        return value
+    raise invalid(name, f"`{name}` must be a boolean, got {_type_name(value)}")
+
+
+def string(body: dict, name: str) -> str | None:
+    value = body.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    raise invalid(name, f"`{name}` must be a string, got {_type_name(value)}")
+
+
+def obj(body: dict, name: str) -> dict | None:
+    value = body.get(name)
+    if value is None or isinstance(value, dict):
+        return value
+    raise invalid(name, f"`{name}` must be an object, got {_type_name(value)}")
+
+
+def array(body: dict, name: str) -> list | None:
+    value = body.get(name)
+    if value is None or isinstance(value, list):
+        return value
+    raise invalid(name, f"`{name}` must be an array, got {_type_name(value)}")
+
+
+def stop_sequences(body: dict) -> list[str]:
+    value = body.get("stop")
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise invalid("stop", "`stop` must be a string or an array of strings")
+    if len(items) > MAX_STOP_SEQUENCES:
+        raise invalid("stop", f"`stop` may hold at most {MAX_STOP_SEQUENCES} sequences")
+    for item in items:
+        if not isinstance(item, str):
+            raise invalid("stop", "`stop` must be a string or an array of strings")
+        if not item:
+            raise invalid("stop", "`stop` sequences must not be empty strings")
+    return list(items)
+
+
+def logit_bias(body: dict) -> dict[int, float] | None:
+    value = obj(body, "logit_bias")
+    if not value:
+        return None
+    bias: dict[int, float] = {}
+    for key, weight in value.items():
+        if not (key.isascii() and key.isdigit()):
+            raise invalid("logit_bias", f"`logit_bias` keys must be token ids, got {key!r}")
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise invalid("logit_bias", f"`logit_bias[{key}]` must be a number")
+        if not -100 <= weight <= 100:
+            raise invalid("logit_bias", f"`logit_bias[{key}]` must be in [-100, 100]")
+        bias[int(key)] = float(weight)
+    return bias
+
+
+def seed(body: dict) -> int | None:
+    value = integer(body, "seed", -(2**63), 2**64 - 1)
+    # OpenAI seeds are int64; the worker seeds a uint64 generator: same seed, same stream.
+    return None if value is None else value % 2**64
+
+
+def top_k(body: dict) -> int | None:
+    value = integer(body, "top_k", -1)
+    return 0 if value == -1 else value  # vLLM spells "disabled" -1, mlx-lm spells it 0
+
+
+def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
+    """SamplingParams from the shared fields; None wherever the client set nothing."""
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=number(body, "temperature", 0, 2),
+        top_p=number(body, "top_p", 0, 1, lo_open=True),
+        top_k=top_k(body),
+        min_p=number(body, "min_p", 0, 1),
+        repetition_penalty=number(body, "repetition_penalty", 0, None, lo_open=True),
+        presence_penalty=number(body, "presence_penalty", -2, 2),
+        frequency_penalty=number(body, "frequency_penalty", -2, 2),
+        seed=seed(body),
+        logit_bias=logit_bias(body),
+        stop=stop_sequences(body),
+    )
+
+
+def stream_flags(body: dict) -> tuple[bool, bool]:
+    """(stream, include_usage). `stream_options` without streaming is a 400, as in OpenAI."""
+    stream = bool(boolean(body, "stream"))
+    options = obj(body, "stream_options")
+    if options is None:
+        return stream, False
+    if not stream:
+        raise invalid("stream_options", "`stream_options` is only allowed when `stream` is true")
+    for key, value in options.items():
+        path = f"stream_options.{key}"
+        if key not in ("include_usage", "include_obfuscation"):
+            raise unknown_field(path)
+        if value is not None and not isinstance(value, bool):
+            raise invalid(path, f"`{path}` must be a boolean, got {_type_name(value)}")
+    return stream, bool(options.get("include_usage"))
+
+
+def prompt_cache_options(body: dict, name: str = "prompt_cache_options") -> None:
+    """Checked, then dropped: the prefix cache is automatic and keeps entries by its own LRU
+    budget, so a TTL or an implicit / explicit breakpoint mode changes nothing here."""
+    options = obj(body, name)
+    for key, value in (options or {}).items():
+        path = f"{name}.{key}"
+        if key not in ("ttl", "mode"):
+            raise unknown_field(path)
+        if value is not None and not isinstance(value, str):
+            raise invalid(path, f"`{path}` must be a string, got {_type_name(value)}")

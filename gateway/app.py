@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from gateway.config import ServerConfig
+from gateway.engine.protocol import EngineClient
 from gateway.http.auth import APIKeyMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.request_id import RequestIdMiddleware
@@ -23,8 +23,8 @@ from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
 
-def create_app(config: ServerConfig, engine: Any) -> Starlette:
-    """An ASGI app serving `engine` (a `gateway.engine.client.Engine` or anything shaped like it)."""
+def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
+    """An ASGI app serving `engine` (a `WorkerEngineClient`, or any `EngineClient`)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -22,13 +22,13 @@ from starlette.requests import Request
 from gateway.chat.fan_in import Choices, Indexed
 from gateway.chat.output import ChoiceOutput, total_usage
 from gateway.chat.request import GenerationRequest
-from gateway.engine.request_stream import merge_into, mergeable
+from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.sse import StreamEncoder, has_output
 from gateway.http.streaming import Ending, StreamedResponse, open_stream, raise_early_error
 from gateway.media.resolve import MediaSettings, media_settings, resolve_media
-from protocol.messages import Delta, ToolCallDelta, Usage
+from protocol.messages import Usage
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class Generated:
 
 
 async def _enter_all(
-    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
+    engine: EngineClient, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
 ) -> list[Any]:
     """Fetch and check the request's media, then admit and submit every choice; leaving
     `stack` aborts the unfinished ones."""
@@ -54,7 +54,7 @@ async def _enter_all(
 # -- not streamed --------------------------------------------------------------------------
 
 
-async def complete(request: Request, engine: Any, req: GenerationRequest) -> Generated:
+async def complete(request: Request, engine: EngineClient, req: GenerationRequest) -> Generated:
     """Run a request to its end; the client leaving cancels it (ClientDisconnected)."""
     watcher = DisconnectWatcher(request.receive)
     try:
@@ -65,7 +65,7 @@ async def complete(request: Request, engine: Any, req: GenerationRequest) -> Gen
 
 
 async def _collect_all(
-    engine: Any, req: GenerationRequest, media: MediaSettings
+    engine: EngineClient, req: GenerationRequest, media: MediaSettings
 ) -> list[ChoiceOutput]:
     async with AsyncExitStack() as stack:
         streams = await _enter_all(engine, req, stack, media)
@@ -108,7 +108,7 @@ async def _collect(batches: Any, index: int) -> ChoiceOutput:
 
 
 async def stream(
-    request: Request, engine: Any, req: GenerationRequest, encoder: StreamEncoder
+    request: Request, engine: EngineClient, req: GenerationRequest, encoder: StreamEncoder
 ) -> StreamedResponse[Indexed]:
     """Wait for every choice's first batch, then hand the open requests to an SSE response."""
     enter = partial(_open, engine, req, media=media_settings(request))
@@ -117,7 +117,7 @@ async def stream(
 
 
 async def _open(
-    engine: Any, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
+    engine: EngineClient, req: GenerationRequest, stack: AsyncExitStack, media: MediaSettings
 ) -> tuple[Choices, Indexed]:
     streams = await _enter_all(engine, req, stack, media)
     iterators = [s.__aiter__() for s in streams]
@@ -132,35 +132,6 @@ async def _open(
         first.extend((index, delta) for delta in batch)
     raise_early_error(delta for _, delta in first)
     return choices, first
-
-
-def _copy(delta: Delta) -> Delta:
-    """A delta merge_into may extend without touching the original (which may be shared)."""
-    return replace(
-        delta,
-        token_ids=list(delta.token_ids),
-        tool_calls=[ToolCallDelta(p.index, p.id, p.name, p.arguments) for p in delta.tool_calls],
-        logprobs=None if delta.logprobs is None else list(delta.logprobs),
-        segments=list(delta.segments),
-    )
-
-
-def coalesce(batch: Indexed) -> Indexed:
-    """Consecutive mergeable deltas of one choice become one, so a batch is one write each."""
-    if len(batch) < 2:
-        return batch
-    out: Indexed = []
-    copied = False
-    for index, delta in batch:
-        if out and out[-1][0] == index and mergeable(out[-1][1], delta):
-            if not copied:
-                out[-1] = (index, _copy(out[-1][1]))
-                copied = True
-            merge_into(out[-1][1], delta)
-        else:
-            out.append((index, delta))
-            copied = False
-    return out
 
 
 class _Events:
@@ -180,7 +151,7 @@ class _Events:
             self._started = True
             prompt = next((d.usage for _, d in batch if d.usage and d.finish_reason is None), None)
             parts.append(encoder.start(prompt))
-        for index, delta in coalesce(batch):
+        for index, delta in batch:  # each choice's deltas were merged by its RequestStream
             if has_output(delta):
                 parts.append(encoder.delta(index, delta))
             if delta.finish_reason is None:

@@ -224,7 +224,7 @@ def serve(model: str | None, **options: Any) -> None:
     import uvicorn
 
     from gateway.app import create_app
-    from gateway.engine.client import Engine
+    from gateway.engine.client import WorkerEngineClient
 
     logging.basicConfig(
         level=options["log_level"].upper(),
@@ -250,7 +250,7 @@ def serve(model: str | None, **options: Any) -> None:
         **media_config(options),
         **generation_config(options),
     )
-    app = create_app(config, Engine(config))
+    app = create_app(config, WorkerEngineClient(config))
     server = uvicorn.Server(
         uvicorn.Config(
             app,

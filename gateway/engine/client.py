@@ -1,4 +1,5 @@
-"""The engine facade the HTTP layer uses: submit requests, stream their deltas, swap the model.
+"""The engines of one worker process, as the HTTP layer uses them (an `EngineClient`): submit
+requests, stream their deltas, swap the model.
 
     async with engine.request("chat", inputs, sampling, stream=True) as deltas:
         async for batch in deltas:          # list[Delta]; ends after the terminal delta
@@ -51,7 +52,7 @@ from protocol.messages import (
 )
 
 __all__ = [
-    "Engine",
+    "WorkerEngineClient",
     "EngineUnavailable",
     "QueueFull",
     "SwapFailed",
@@ -70,7 +71,7 @@ RETRY_AFTER = 1.0
 class RequestContext:
     """`async with` a request: admission and Submit on enter, Abort (if unfinished) on exit."""
 
-    def __init__(self, engine: Engine, submit: Submit) -> None:
+    def __init__(self, engine: WorkerEngineClient, submit: Submit) -> None:
         self._engine = engine
         self._submit = submit
 
@@ -85,7 +86,9 @@ class RequestContext:
         self._engine._requests.close(self._submit.request_id)
 
 
-class Engine:
+class WorkerEngineClient:
+    """The engines of one supervised worker process: see the module docstring."""
+
     def __init__(self, config: ServerConfig, worker_command: WorkerCommand | None = None) -> None:
         self.config = config
         self._admission = Admission(config.max_num_seqs, config.max_queue)

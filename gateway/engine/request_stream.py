@@ -121,6 +121,10 @@ class RequestStream:
                 raise StopAsyncIteration
             self._wakeup.clear()
             await self._wakeup.wait()
+        return self.take()
+
+    def take(self) -> list[Delta]:
+        """Everything pending now (maybe nothing), merged: no two of it could be one delta."""
         batch, self._pending = self._pending, []
         self._audio_bytes = 0
         return batch

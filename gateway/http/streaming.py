@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.http.errors import APIError
@@ -77,7 +78,7 @@ async def open_stream(
 
 
 async def enter_one(
-    engine: Any,
+    engine: EngineClient,
     op: str,
     inputs: dict[str, Any],
     sampling: SamplingParams,

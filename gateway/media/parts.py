@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.engine.errors import EngineUnavailable
+from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.media.audio import AUDIO_FORMATS
 
@@ -47,7 +47,7 @@ class MediaCollector:
     items: list[MediaItem] = field(default_factory=list)
 
     @classmethod
-    def for_engine(cls, engine: Any) -> MediaCollector:
+    def for_engine(cls, engine: EngineClient) -> MediaCollector:
         ready = engine.ready_info
         if ready is None or engine.state != "ready":
             return cls(capabilities=None, model=engine.model_name)

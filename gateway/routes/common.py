@@ -6,11 +6,12 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, invalid, model_not_found
 from gateway.http.json_body import BodyError, parse_json
 
 
-def engine_of(request: Request) -> Any:
+def engine_of(request: Request) -> EngineClient:
     return request.app.state.engine
 
 

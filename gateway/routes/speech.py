@@ -25,6 +25,7 @@ from gateway.audio.speech.form import is_form, speech_body, voice_upload
 from gateway.audio.speech.request import parse_speech
 from gateway.audio.speech.voice_store import VoiceStore
 from gateway.engine.errors import EngineUnavailable
+from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, model_not_found
 from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of, read_json
@@ -39,7 +40,7 @@ def voice_store(request: Request) -> VoiceStore:
     return store
 
 
-def speech_model(engine: Any) -> dict[str, Any]:
+def speech_model(engine: EngineClient) -> dict[str, Any]:
     """The worker's speech section (Ready.audio); 503 while none is ready, 404 if it has none."""
     ready = engine.ready_info
     if ready is None or engine.state != "ready":
@@ -56,7 +57,7 @@ def speech_model(engine: Any) -> dict[str, Any]:
     return audio
 
 
-def _check_model(engine: Any, audio: dict[str, Any], model: str) -> None:
+def _check_model(engine: EngineClient, audio: dict[str, Any], model: str) -> None:
     # The speech model's served name or path; a speech-only server (--omni) also answers to
     # its own model name, which is the same model.
     names = {audio.get("model"), audio.get("model_path")}

@@ -30,6 +30,7 @@ from gateway.audio.transcription.request import (
     parse_transcription_form,
 )
 from gateway.engine.errors import EngineUnavailable
+from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, model_not_found
 from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of
@@ -73,7 +74,7 @@ async def _handle(request: Request, task: str) -> Response:
     return _response(req, render(req.response_format, transcript, req.words))
 
 
-def _speech_model(engine: Any, requested: str) -> SpeechModel:
+def _speech_model(engine: EngineClient, requested: str) -> SpeechModel:
     """The speech-recognition model the worker serves; 503 while no worker is ready."""
     ready = engine.ready_info
     if ready is None or engine.state != "ready":

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine.client import Engine
+from gateway.engine.client import WorkerEngineClient
 from protocol import Endpoints
 from protocol.messages import Delta, SamplingParams
 
@@ -83,8 +83,10 @@ def async_test(fn: Callable[..., Any]) -> Callable[..., None]:
 
 
 @contextlib.asynccontextmanager
-async def running_engine(config: ServerConfig, workers: FakeWorkers) -> AsyncIterator[Engine]:
-    engine = Engine(config, worker_command=workers.command)
+async def running_engine(
+    config: ServerConfig, workers: FakeWorkers
+) -> AsyncIterator[WorkerEngineClient]:
+    engine = WorkerEngineClient(config, worker_command=workers.command)
     await engine.start()
     try:
         yield engine
@@ -103,7 +105,7 @@ async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any
         await asyncio.sleep(0.02)
 
 
-async def wait_ready(engine: Engine, timeout: float = 10.0) -> None:
+async def wait_ready(engine: WorkerEngineClient, timeout: float = 10.0) -> None:
     await wait_until(lambda: engine.state == "ready", timeout)
 
 
@@ -111,7 +113,9 @@ def sampling(max_tokens: int = 5) -> SamplingParams:
     return SamplingParams(max_tokens=max_tokens)
 
 
-async def collect(engine: Engine, prompt: str = "hi", max_tokens: int = 5) -> list[Delta]:
+async def collect(
+    engine: WorkerEngineClient, prompt: str = "hi", max_tokens: int = 5
+) -> list[Delta]:
     """Run one request to its end; every delta it yielded, flattened."""
     out: list[Delta] = []
     async with engine.request("complete", {"prompt": prompt}, sampling(max_tokens), True) as ds:

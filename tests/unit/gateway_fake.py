@@ -1,4 +1,4 @@
-"""A scripted in-process stand-in for `gateway.engine.client.Engine`, for the gateway HTTP tests.
+"""A scripted in-process `EngineClient` (gateway/engine/protocol.py), for the gateway HTTP tests.
 
 Each request replays `engine.script`: a list of batches (lists of Delta), where `HANG` waits
 forever (until the request is cancelled) and an exception instance is raised. The fake records
@@ -8,10 +8,12 @@ every request it was given and whether it was left before its terminal delta (= 
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from gateway.config import ServerConfig
 from gateway.engine.errors import EngineUnavailable
+from gateway.engine.request_stream import RequestStream
 from protocol.messages import Delta, ErrorInfo, Ready, SamplingParams, Usage
 
 HANG = object()
@@ -70,8 +72,17 @@ class FakeRequest:
                 raise batch
             if any(d.finish_reason for d in batch):
                 self.finished = True
-            yield batch
+            yield _as_the_engine_batches(batch)
         self.served.set()
+
+
+def _as_the_engine_batches(batch: list[Delta]) -> list[Delta]:
+    """A scripted batch as the real engine hands it out: through a RequestStream, which merges
+    what can be merged (copies, since scripts are shared between requests)."""
+    stream = RequestStream("r")
+    for delta in batch:
+        stream.push(copy.deepcopy(delta))
+    return stream.take()
 
 
 class FakeEngine:
@@ -88,6 +99,9 @@ class FakeEngine:
         self.stopped = False
         self.swaps: list[tuple[str, str | None]] = []
         self.swap_error: Exception | None = None
+        self.input_tokens = 42  # what count_tokens answers (or it raises count_error)
+        self.count_error: Exception | None = None
+        self.counted: list[dict] = []
 
     async def start(self) -> None:
         self.started = True
@@ -105,6 +119,12 @@ class FakeEngine:
         self.model_path = model_path
         self.model_name = served_model_name or model_path
         return {"loaded": model_path}
+
+    async def count_tokens(self, inputs: dict) -> int:
+        self.counted.append(inputs)
+        if self.count_error is not None:
+            raise self.count_error
+        return self.input_tokens
 
     async def worker_stats(self) -> dict:
         return {"active": 0, "waiting": 0}

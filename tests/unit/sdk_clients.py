@@ -18,22 +18,6 @@ from tests.unit.gateway_fake import FakeEngine, make_client
 _HOP_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
 
 
-class CountingEngine(FakeEngine):
-    """A FakeEngine that also answers count_tokens (with `input_tokens`, or raises `count_error`)."""
-
-    def __init__(self, script: list[Any] | None = None, input_tokens: int = 42) -> None:
-        super().__init__(script)
-        self.input_tokens = input_tokens
-        self.count_error: Exception | None = None
-        self.counted: list[dict] = []
-
-    async def count_tokens(self, inputs: dict) -> int:
-        self.counted.append(inputs)
-        if self.count_error is not None:
-            raise self.count_error
-        return self.input_tokens
-
-
 def _bridge(test_client: Any) -> httpx2.Client:
     def handle(request: httpx2.Request) -> httpx2.Response:
         headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "host"]

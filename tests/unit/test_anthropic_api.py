@@ -11,8 +11,8 @@ import pytest
 
 from gateway.engine.errors import EngineUnavailable, WorkerRejected
 from protocol.messages import Delta, ToolCallDelta, Usage
-from tests.unit.gateway_fake import accepted, failure, finish, make_client, text
-from tests.unit.sdk_clients import CountingEngine, anthropic_client
+from tests.unit.gateway_fake import FakeEngine, accepted, failure, finish, make_client, text
+from tests.unit.sdk_clients import anthropic_client
 
 USER = [{"role": "user", "content": "weather in Paris?"}]
 BODY = {"model": "tiny", "max_tokens": 20, "messages": USER}
@@ -46,7 +46,7 @@ def post(engine, path: str = "/v1/messages", **fields):
 
 
 def test_message_holds_thinking_text_and_tool_use_blocks():
-    body = post(CountingEngine(SCRIPT)).json()
+    body = post(FakeEngine(SCRIPT)).json()
     assert body["type"] == "message" and body["role"] == "assistant"
     assert body["id"].startswith("msg_")
     assert body["content"] == [
@@ -65,7 +65,7 @@ def test_message_holds_thinking_text_and_tool_use_blocks():
 
 @pytest.mark.parametrize("reason, expected", [("stop", "end_turn"), ("length", "max_tokens")])
 def test_stop_reasons(reason, expected):
-    engine = CountingEngine([accepted(), text("a"), finish(reason)])
+    engine = FakeEngine([accepted(), text("a"), finish(reason)])
     assert post(engine).json()["stop_reason"] == expected
 
 
@@ -74,23 +74,23 @@ def stopped_by(sequence: str) -> list[Delta]:
 
 
 def test_a_stop_sequence_is_reported_with_the_string_that_matched():
-    body = post(CountingEngine([accepted(), text("a"), stopped_by("END")])).json()
+    body = post(FakeEngine([accepted(), text("a"), stopped_by("END")])).json()
     assert (body["stop_reason"], body["stop_sequence"]) == ("stop_sequence", "END")
 
 
 def test_a_streamed_stop_sequence_is_reported_in_message_delta():
-    got = sse(post(CountingEngine([accepted(), text("a"), stopped_by("END")]), stream=True))
+    got = sse(post(FakeEngine([accepted(), text("a"), stopped_by("END")]), stream=True))
     (delta,) = [data["delta"] for name, data in got if name == "message_delta"]
     assert delta == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
 
 
 def test_omitted_thinking_keeps_the_block_but_not_its_text():
-    body = post(CountingEngine(SCRIPT), thinking={"type": "adaptive", "display": "omitted"}).json()
+    body = post(FakeEngine(SCRIPT), thinking={"type": "adaptive", "display": "omitted"}).json()
     assert body["content"][0] == {"type": "thinking", "thinking": "", "signature": ""}
 
 
 def test_stream_follows_the_anthropic_event_sequence():
-    got = sse(post(CountingEngine(SCRIPT), stream=True))
+    got = sse(post(FakeEngine(SCRIPT), stream=True))
     names = [name for name, _ in got]
     assert names == [
         "message_start",
@@ -133,13 +133,13 @@ def test_stream_follows_the_anthropic_event_sequence():
 
 def test_message_start_carries_the_prompt_usage_when_the_worker_reports_it_early():
     script = [[Delta("r", usage=Usage(12, 0, cached_tokens=4))], text("a"), finish()]
-    start = sse(post(CountingEngine(script), stream=True))[0][1]
+    start = sse(post(FakeEngine(script), stream=True))[0][1]
     assert start["message"]["usage"]["input_tokens"] == 8
     assert start["message"]["usage"]["cache_read_input_tokens"] == 4
 
 
 def test_anthropic_sdk_stream_accumulates_the_final_message():
-    client = anthropic_client(CountingEngine(SCRIPT))
+    client = anthropic_client(FakeEngine(SCRIPT))
     with client.messages.stream(model="tiny", max_tokens=20, messages=USER) as stream:
         assert "".join(stream.text_stream) == "Checking."
         final = stream.get_final_message()
@@ -150,7 +150,7 @@ def test_anthropic_sdk_stream_accumulates_the_final_message():
 
 
 def test_anthropic_sdk_tool_use_loop():
-    engine = CountingEngine(SCRIPT)
+    engine = FakeEngine(SCRIPT)
     client = anthropic_client(engine)
     messages = list(USER)
     reply = client.messages.create(model="tiny", max_tokens=20, messages=messages, tools=[TOOL])
@@ -174,7 +174,7 @@ def test_anthropic_sdk_tool_use_loop():
 
 
 def test_sdk_temperature_and_top_k_travel_in_the_body():
-    engine = CountingEngine()
+    engine = FakeEngine()
     anthropic_client(engine).messages.create(
         model="tiny", max_tokens=5, messages=USER, extra_body={"temperature": 0.0, "top_k": 3}
     )
@@ -185,7 +185,7 @@ def test_sdk_temperature_and_top_k_travel_in_the_body():
 
 
 def test_validation_errors_are_anthropic_shaped():
-    response = post(CountingEngine(), temperature=3)
+    response = post(FakeEngine(), temperature=3)
     assert response.status_code == 400
     body = response.json()
     assert body["type"] == "error"
@@ -195,21 +195,21 @@ def test_validation_errors_are_anthropic_shaped():
 
 def test_unknown_model_is_an_anthropic_not_found_error():
     with pytest.raises(anthropic.NotFoundError) as info:
-        anthropic_client(CountingEngine()).messages.create(
+        anthropic_client(FakeEngine()).messages.create(
             model="claude-x", max_tokens=5, messages=USER
         )
     assert info.value.body["error"]["type"] == "not_found_error"
 
 
 def test_missing_api_key_is_an_anthropic_authentication_error():
-    client = anthropic_client(CountingEngine(), api_key="sekrit")
+    client = anthropic_client(FakeEngine(), api_key="sekrit")
     with pytest.raises(anthropic.AuthenticationError) as info:
         client.messages.create(model="tiny", max_tokens=5, messages=USER)
     assert info.value.body["error"]["type"] == "authentication_error"
 
 
 def test_engine_unavailable_is_an_overloaded_error():
-    engine = CountingEngine()
+    engine = FakeEngine()
     engine.admission_error = EngineUnavailable("busy", 1.0)
     response = post(engine)
     assert response.status_code == 503
@@ -217,7 +217,7 @@ def test_engine_unavailable_is_an_overloaded_error():
 
 
 def test_a_failure_mid_stream_is_an_error_event_the_sdk_raises():
-    engine = CountingEngine([accepted(), text("a"), failure("internal", "kaput")])
+    engine = FakeEngine([accepted(), text("a"), failure("internal", "kaput")])
     response = post(engine, stream=True)
     got = sse(response)
     assert got[-1] == (
@@ -239,7 +239,8 @@ def test_a_failure_mid_stream_is_an_error_event_the_sdk_raises():
 
 
 def test_count_tokens_asks_the_engine_with_the_chat_inputs():
-    engine = CountingEngine(input_tokens=17)
+    engine = FakeEngine()
+    engine.input_tokens = 17
     count = anthropic_client(engine).messages.count_tokens(
         model="tiny", messages=USER, system="be brief", tools=[TOOL]
     )
@@ -250,7 +251,7 @@ def test_count_tokens_asks_the_engine_with_the_chat_inputs():
 
 
 def test_count_tokens_of_input_the_worker_rejects_is_400():
-    engine = CountingEngine()
+    engine = FakeEngine()
     engine.count_error = WorkerRejected("the chat template rejected the messages")
     with make_client(engine) as client:
         response = client.post(

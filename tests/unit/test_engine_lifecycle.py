@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from gateway.engine.client import Engine
+from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable
 from protocol.messages import PROTOCOL_VERSION
 from tests.fakes.engine_harness import (
@@ -143,7 +143,7 @@ async def test_local_model_directory_runs_the_worker_offline(tmp_path):
 @async_test
 async def test_stop_ends_open_requests_and_the_worker_exits(tmp_path):
     workers = FakeWorkers(tmp_path, "--token-interval", "0.05")
-    engine = Engine(fast_config(), worker_command=workers.command)
+    engine = WorkerEngineClient(fast_config(), worker_command=workers.command)
     await engine.start()
     await wait_ready(engine)
     pid = engine.ready_info.pid

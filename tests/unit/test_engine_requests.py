@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable, QueueFull
 from tests.fakes.engine_harness import (
     FakeWorkers,
@@ -115,3 +116,11 @@ async def test_worker_stats_without_a_ready_worker_is_unavailable(tmp_path):
         with pytest.raises(EngineUnavailable) as info:
             await engine.worker_stats()
     assert "starting" in info.value.reason
+
+
+def test_the_worker_client_and_the_http_tests_fake_are_both_engine_clients():
+    from gateway.engine.protocol import EngineClient
+    from tests.unit.gateway_fake import FakeEngine
+
+    assert isinstance(WorkerEngineClient(fast_config()), EngineClient)
+    assert isinstance(FakeEngine(), EngineClient)

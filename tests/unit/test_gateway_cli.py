@@ -94,7 +94,7 @@ def no_serving(monkeypatch):
             engines.append(self)
 
     FakeServer.instances.clear()
-    monkeypatch.setattr(gateway.engine.client, "Engine", RecordingEngine)
+    monkeypatch.setattr(gateway.engine.client, "WorkerEngineClient", RecordingEngine)
     monkeypatch.setattr(uvicorn, "Server", FakeServer)
     return engines
 

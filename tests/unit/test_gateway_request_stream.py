@@ -1,12 +1,15 @@
-"""Merging of pending deltas for a slow reader (RequestStream) and within one batch (coalesce):
-output is concatenated but never reordered, and shared deltas are never mutated."""
+"""Merging of pending deltas for a slow reader (RequestStream), the one place deltas are merged:
+output is concatenated but never reordered, and a batch holds no two deltas that could have
+been one."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.chat.generation import coalesce
-from gateway.engine.request_stream import RequestStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.engine.request_stream import RequestStream, mergeable
 from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
 
 
@@ -67,9 +70,24 @@ def test_the_terminal_delta_is_never_merged():
     assert [d.finish_reason for d in got] == [None, "stop"]
 
 
-def test_coalesce_merges_a_batch_per_choice_without_touching_the_originals():
-    first = Delta("r", text="a", token_ids=[1])
-    batch = [(0, first), (0, Delta("r", text="b", token_ids=[2])), (1, Delta("r", text="c"))]
-    merged = coalesce(batch)
-    assert [(i, d.text) for i, d in merged] == [(0, "ab"), (1, "c")]
-    assert (first.text, first.token_ids) == ("a", [1])
+_pieces = st.one_of(
+    st.builds(lambda t: Delta("r", text=t, token_ids=[1]), st.sampled_from(["a", "b"])),
+    st.builds(lambda t: Delta("r", reasoning=t, token_ids=[2]), st.sampled_from(["x", "y"])),
+    st.builds(
+        lambda i, name: Delta("r", tool_calls=[ToolCallDelta(i, "c", name, "")]),
+        st.integers(0, 1),
+        st.sampled_from(["f", None]),
+    ),
+    st.builds(lambda: Delta("r", tool_calls=[ToolCallDelta(0, None, None, "{}")])),
+    st.builds(lambda: Delta("r")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_pieces, min_size=1, max_size=12))
+def test_a_batch_never_holds_two_deltas_that_could_have_been_one(deltas):
+    texts, reasonings = [d.text for d in deltas], [d.reasoning for d in deltas]
+    batch = pending(*deltas)
+    assert not any(mergeable(a, b) for a, b in zip(batch, batch[1:], strict=False))
+    assert "".join(d.text for d in batch) == "".join(texts)
+    assert "".join(d.reasoning for d in batch) == "".join(reasonings)

@@ -251,7 +251,7 @@ async def never_disconnects() -> dict:
 
 
 def test_a_streamed_response_writes_each_batch_then_ends():
-    sent, engine = run_response([text("a", "b"), finish()], None)
+    sent, engine = run_response([text("a"), text("b"), finish()], None)
     assert [m.get("body") for m in sent[1:]] == [b"a", b"b", b""]
     assert sent[-1]["more_body"] is False and not engine.last.aborted
 

@@ -199,7 +199,7 @@ def configs(monkeypatch):
         def run(self) -> None:
             pass
 
-    monkeypatch.setattr(gateway.engine.client, "Engine", Recording)
+    monkeypatch.setattr(gateway.engine.client, "WorkerEngineClient", Recording)
     monkeypatch.setattr(uvicorn, "Server", NoServer)
     monkeypatch.setattr("gateway.app.create_app", lambda config, engine: None)
     return seen

@@ -26,6 +26,7 @@ from starlette.requests import Request
 
 from gateway.audio.speech.encoding import CONTENT_TYPES, make_encoder
 from gateway.audio.speech.request import SpeechCall
+from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
@@ -47,7 +48,7 @@ def _sampling(call: SpeechCall) -> SamplingParams:
     return SamplingParams(max_tokens=1, seed=call.seed)
 
 
-async def collect(request: Request, engine: Any, call: SpeechCall) -> Speech:
+async def collect(request: Request, engine: EngineClient, call: SpeechCall) -> Speech:
     """Generate the whole speech; the client leaving cancels it (ClientDisconnected)."""
     watcher = DisconnectWatcher(request.receive)
     try:
@@ -56,7 +57,7 @@ async def collect(request: Request, engine: Any, call: SpeechCall) -> Speech:
         watcher.close()
 
 
-async def _collect(engine: Any, call: SpeechCall) -> Speech:
+async def _collect(engine: EngineClient, call: SpeechCall) -> Speech:
     chunks: list[bytes] = []
     rate = 0
     async with engine.request(call.op, call.inputs, _sampling(call), False) as batches:
@@ -74,7 +75,7 @@ async def _collect(engine: Any, call: SpeechCall) -> Speech:
 
 
 async def stream(
-    request: Request, engine: Any, call: SpeechCall, sample_rate: int
+    request: Request, engine: EngineClient, call: SpeechCall, sample_rate: int
 ) -> StreamedResponse[list[Delta]]:
     """Wait until the worker accepted the request, then hand it to a streaming response."""
     enter = partial(enter_one, engine, call.op, call.inputs, _sampling(call), what="speech")

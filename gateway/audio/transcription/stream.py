@@ -16,12 +16,12 @@ whole request: the client going away aborts the worker's work between two audio 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from starlette.requests import Request
 
 from gateway.audio.transcription.formats import Transcript, token_usage
 from gateway.audio.transcription.request import TranscriptionRequest
+from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.sse import sse_data, sse_error
@@ -48,7 +48,7 @@ def transcript_of(req: TranscriptionRequest, text: str, terminal: Delta) -> Tran
     )
 
 
-async def collect(request: Request, engine: Any, req: TranscriptionRequest) -> Transcript:
+async def collect(request: Request, engine: EngineClient, req: TranscriptionRequest) -> Transcript:
     """Run the transcription to its end; ClientDisconnected if the client leaves first."""
     watcher = DisconnectWatcher(request.receive)
     try:
@@ -63,7 +63,9 @@ async def collect(request: Request, engine: Any, req: TranscriptionRequest) -> T
     return transcript_of(req, "".join(texts), terminal)
 
 
-async def _collect(engine: Any, req: TranscriptionRequest) -> tuple[list[str], Delta | None]:
+async def _collect(
+    engine: EngineClient, req: TranscriptionRequest
+) -> tuple[list[str], Delta | None]:
     texts: list[str] = []
     async with engine.request(Op.TRANSCRIBE, req.inputs(), _sampling(req), False) as batches:
         async for batch in batches:
@@ -76,7 +78,7 @@ async def _collect(engine: Any, req: TranscriptionRequest) -> tuple[list[str], D
 
 
 async def stream(
-    request: Request, engine: Any, req: TranscriptionRequest
+    request: Request, engine: EngineClient, req: TranscriptionRequest
 ) -> StreamedResponse[list[Delta]]:
     """Wait for the worker's first answer, then hand the open request to an SSE response."""
     enter = partial(enter_one, engine, Op.TRANSCRIBE, req.inputs(), _sampling(req), what=WHAT)

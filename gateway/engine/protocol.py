@@ -1,0 +1,56 @@
+"""What the HTTP layer may ask of the engines: the `EngineClient` protocol.
+
+Routes and streams depend on this, not on how the engines are reached, so the one-worker client
+(`client.WorkerEngineClient`), a pool of them, and the tests' scripted stand-in are
+interchangeable. The contract of `request()`: entering the context admits the request and
+submits it (raising `EngineUnavailable` / `QueueFull` when it cannot); iterating yields batches
+of deltas, each batch merged (no two consecutive deltas could have been one, see
+`request_stream.mergeable`), and ends after exactly one terminal delta; leaving the context
+before that aborts the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from protocol.messages import Delta, Ready, SamplingParams
+
+RequestBatches = AsyncIterator[list[Delta]]
+
+
+@runtime_checkable
+class EngineClient(Protocol):
+    @property
+    def state(self) -> str: ...  # starting | ready | restarting | swapping | failed | stopped
+
+    @property
+    def reason(self) -> str | None: ...  # why it is not ready, for anyone to read
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def model_path(self) -> str: ...
+
+    @property
+    def ready_info(self) -> Ready | None: ...  # the worker's capabilities, limits, voices
+
+    def health(self) -> tuple[int, dict[str, Any]]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def request(
+        self, op: str, inputs: dict[str, Any], sampling: SamplingParams, stream: bool
+    ) -> AbstractAsyncContextManager[RequestBatches]: ...
+
+    async def count_tokens(self, inputs: dict[str, Any]) -> int: ...
+
+    async def worker_stats(self) -> dict[str, Any]: ...
+
+    async def swap(
+        self, model_path: str, served_model_name: str | None = None
+    ) -> dict[str, Any]: ...

@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -124,7 +125,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
     from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
     from launch.blas import BlasUnavailable, blas_environment
-    from worker.cache.warm_prompts import WarmPromptsError, load_warm_prompts
+    from launch.warm_prompts import WarmPromptsError, load_warm_prompts
 
     fields = {
         name: options[name]
@@ -354,11 +355,39 @@ main.add_command(tts)  # speech synthesis without a server (gateway/cli/speech.p
 @click.option("--out", type=click.Path(dir_okay=False), help="Write here [default: stdout].")
 def transcribe(file: str, model: str, **options: Any) -> None:
     """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
+    from gateway.audio.transcription.formats import Transcript, render
+    from protocol import decode
+    from protocol.messages import Step, Usage
+
     # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
-    argv = [sys.executable, "-m", "worker.oneshot.transcribe", "transcribe", file]
+    # It answers with its deltas as one protocol Step, rendered here as the server would.
+    fmt, words, out = options.pop("format"), options["word_timestamps"], options.pop("out")
+    argv = [sys.executable, "-m", "worker.oneshot.transcribe", file]
     argv += ["--model", resolve(model)[0]]
     for name, value in options.items():
         if value not in (None, False):
             flag = "--" + name.replace("_", "-")
             argv += [flag] if value is True else [flag, str(value)]
-    sys.exit(subprocess.run(argv).returncode)
+    done = subprocess.run(argv, stdout=subprocess.PIPE)
+    if done.returncode != 0:
+        sys.exit(done.returncode)  # the worker said why on stderr
+    step = decode(done.stdout)
+    assert isinstance(step, Step)
+    terminal = step.deltas[-1]
+    usage = terminal.usage or Usage(0, 0)
+    transcript = Transcript(
+        text="".join(d.text for d in step.deltas),
+        task=options["task"],
+        language=terminal.language or options["language"] or "",
+        segments=terminal.segments,
+        usage=usage,
+        duration=float(usage.prompt_tokens),
+    )
+    body = render(fmt, transcript, words)
+    output = (
+        json.dumps(body, ensure_ascii=False, indent=2) + "\n" if isinstance(body, dict) else body
+    )
+    if out:
+        Path(out).write_text(output, encoding="utf-8")
+    else:
+        sys.stdout.write(output)

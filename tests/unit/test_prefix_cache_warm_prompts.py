@@ -14,17 +14,12 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
+from launch.warm_prompts import WarmPrompt, WarmPromptsError, load_warm_prompts, parse_warm_prompts
 from protocol.messages import Op
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
-from worker.cache.warm_prompts import (
-    WarmPrompt,
-    WarmPromptsError,
-    load_warm_prompts,
-    parse_warm_prompts,
-    warm_prefix_cache,
-)
+from worker.cache.warm_prompts import warm_prefix_cache
 
 BIG = 1 << 30
 
@@ -76,7 +71,7 @@ def test_a_bad_line_is_an_error_naming_the_file_and_line(line, complaint):
 
 def test_parsing_imports_no_mlx():
     code = (
-        "import sys, worker.cache.warm_prompts; "
+        "import sys, launch.warm_prompts; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -134,7 +134,8 @@ def warm(text_model: Any, prefix: Any, path: str, settings: Any) -> int:
     a prompt the model cannot take (e.g. its chat template refuses it) is logged and skipped."""
     from mlx_lm.models.cache import make_prompt_cache
 
-    from worker.cache.warm_prompts import load_warm_prompts, warm_prefix_cache
+    from launch.warm_prompts import load_warm_prompts
+    from worker.cache.warm_prompts import warm_prefix_cache
     from worker.runtime.errors import RequestError
     from worker.text.prompts import prompt_for
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import Op
+from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 
 _CHAT_FIELDS = {"messages", "chat_template_kwargs"}
 
@@ -27,13 +27,16 @@ class WarmPromptsError(ValueError):
     """The warm prompts file cannot be used; the message names the file and line."""
 
 
+# A warm prompt is prefilled, never sampled: its inputs carry this placeholder sampling.
+PREFILL_ONLY = SamplingParams(max_tokens=1)
+
+
 @dataclass(frozen=True)
 class WarmPrompt:
-    """One line of the file (`line` is 1-based) as a Submit's `op` and `inputs`."""
+    """One line of the file (`line` is 1-based) as the inputs of a Submit."""
 
     line: int
-    op: str  # Op.CHAT or Op.COMPLETE
-    inputs: dict[str, Any]
+    inputs: ChatInputs | CompleteInputs
 
 
 def load_warm_prompts(path: str | Path) -> list[WarmPrompt]:
@@ -73,12 +76,13 @@ def _parse_line(line: str, number: int, where: str) -> WarmPrompt:
         raise WarmPromptsError(f"{where}: unknown field {unknown[0]!r}")
     if "prompt" in item:
         _check_prompt(item["prompt"], where)
-        return WarmPrompt(number, Op.COMPLETE, {"prompt": item["prompt"]})
+        return WarmPrompt(number, CompleteInputs(item["prompt"], PREFILL_ONLY))
     _check_messages(item["messages"], where)
     kwargs = item.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         raise WarmPromptsError(f"{where}: 'chat_template_kwargs' must be an object")
-    return WarmPrompt(number, Op.CHAT, item)
+    inputs = ChatInputs(item["messages"], PREFILL_ONLY, chat_template_kwargs=kwargs)
+    return WarmPrompt(number, inputs)
 
 
 def _check_prompt(prompt: Any, where: str) -> None:

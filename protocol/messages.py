@@ -1,10 +1,15 @@
-"""Every message that crosses the gateway <-> worker socket pair, in one screen.
+"""Every message that crosses the gateway <-> worker socket pair, and the wire's enums.
 
-Schema only: dataclasses, their wire tags and the protocol version. Encoding lives in
-`protocol.codec`. On the wire a message is a msgpack array `[tag, field1, field2, ...]`
-with fields in declaration order; nested messages (SamplingParams, Delta, Usage,
-ErrorInfo) are arrays of their fields too. Changing a tag, a field or the field order
-is a protocol change: bump PROTOCOL_VERSION and update tests/unit/test_protocol.py.
+Schema only: msgspec Structs, their wire tags and the protocol version. What a Submit asks for
+is typed per operation in `protocol.inputs`; what a Ready says the worker can do, in
+`protocol.ready`; encoding, driven by these types, in `protocol.codec`.
+
+On the wire a message is a msgpack array `[tag, field1, field2, ...]` with fields in
+declaration order; nested structures are arrays of their fields (a tagged union's first
+element is its tag). Changing a tag, a field or the field order is a protocol change: bump
+PROTOCOL_VERSION and update tests/unit/test_protocol.py. Ready keeps `protocol_version` and
+`pid` as its first two fields in every version, so a worker of another version can be refused
+by name.
 
 Direction: gateway -> worker: Submit, Abort, ControlCall.
            worker -> gateway: Ready, Step, ControlReply, Heartbeat, Fatal.
@@ -12,11 +17,14 @@ Direction: gateway -> worker: Submit, Abort, ControlCall.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, Union
 
-PROTOCOL_VERSION = 5
+from protocol.inputs import ChatInputs, Inputs
+from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.wire import WireEnum, WireStruct
+
+PROTOCOL_VERSION = 6
 
 
 class Tag(IntEnum):
@@ -32,16 +40,7 @@ class Tag(IntEnum):
     FATAL = 20
 
 
-class Op:
-    """Operations a Submit can ask for."""
-
-    CHAT = "chat"  # inputs: {"messages": [...], "chat_template_kwargs": {...}}
-    COMPLETE = "complete"  # inputs: {"prompt": str | list[int]}
-    SPEECH = "speech"  # text -> PCM; inputs: {"input", "voice", "instructions", ...}
-    TRANSCRIBE = "transcribe"  # audio -> text; inputs: {"audio": bytes, "language", ...}
-
-
-class FinishReason:
+class FinishReason(WireEnum):
     """Terminal reasons. Every submitted request gets exactly one terminal Delta."""
 
     STOP = "stop"  # EOS or a stop string
@@ -51,7 +50,7 @@ class FinishReason:
     ERROR = "error"  # request-scoped failure; Delta.error says why
 
 
-class ErrorCode:
+class ErrorCode(WireEnum):
     """Machine-readable error codes carried by ErrorInfo.code."""
 
     BAD_REQUEST = "bad_request"  # the input cannot be served (maps to HTTP 400)
@@ -59,73 +58,61 @@ class ErrorCode:
     WORKER_DIED = "worker_died"  # made by the gateway when the worker process is gone
     SWAP = "model_swap"  # drained past the timeout during a model swap
     DEADLINE = "deadline"  # the Submit deadline passed
+    SLOW_READER = "slow_reader"  # made by the gateway: the client read audio too slowly
 
 
-@dataclass(slots=True)
-class SamplingParams:
-    """Per-request sampling. None means "the checkpoint's default" (generation_config.json)."""
-
-    max_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    seed: int | None = None
-    logit_bias: dict[int, float] | None = None
-    stop: list[str] = field(default_factory=list)
-    logprobs: int | None = None  # None: off; k >= 0: the chosen token's logprob + top k others
-    # Constrained decoding: {"type": "json_object"} | {"type": "json_schema", "schema": {...}}
-    # | {"type": "tool_call", "required": bool, "name": str | None}; None: unconstrained.
-    constraint: dict[str, Any] | None = None
+class ControlMethod(WireEnum):
+    STATS = "stats"  # the worker's counters (ControlReply.result)
+    SHUTDOWN = "shutdown"  # abort everything, reply, exit 0
+    COUNT_TOKENS = "count_tokens"  # prompt tokens of ControlCall.chat: {"input_tokens": n}
 
 
-@dataclass(slots=True)
-class Submit:
+# -- gateway -> worker ---------------------------------------------------------------------
+
+
+class Submit(WireStruct, tag=int(Tag.SUBMIT)):
     request_id: str
-    op: str
-    inputs: dict[str, Any]
-    sampling: SamplingParams
-    stream: bool
+    inputs: Inputs  # the operation is the inputs' type (tagged by Op)
+    stream: bool  # the client streams (the worker sends every request's deltas as they come)
     deadline: float | None = None  # time.time() after which the worker aborts it
 
+    @property
+    def op(self) -> str:
+        return self.inputs.op
 
-@dataclass(slots=True)
-class Abort:
+
+class Abort(WireStruct, tag=int(Tag.ABORT)):
     request_ids: list[str]
 
 
-@dataclass(slots=True)
-class ControlCall:
+class ControlCall(WireStruct, tag=int(Tag.CONTROL_CALL)):
     call_id: int
-    method: str  # "stats" | "shutdown"
-    args: dict[str, Any] = field(default_factory=dict)
+    method: ControlMethod
+    chat: ChatInputs | None = None  # count_tokens: the chat to count
 
 
-@dataclass(slots=True)
-class Ready:
+# -- worker -> gateway ---------------------------------------------------------------------
+
+
+class Ready(WireStruct, tag=int(Tag.READY)):
     protocol_version: int
-    model: str  # the path the worker loaded
-    capabilities: list[str]  # e.g. ["chat", "complete"]
-    limits: dict[str, Any]  # e.g. {"max_context": 32768, "max_num_seqs": 8}
     pid: int
-    # Speech out: [{"name": str, "language": str | None, ...}] plus what the TTS model can do,
-    # e.g. {"voices": [...], "cloning": bool, "descriptions": bool, "sample_rate": 24000}.
-    audio: dict[str, Any] = field(default_factory=dict)
+    model: str  # the path the worker loaded
+    capabilities: list[Capability]
+    max_num_seqs: int  # requests the worker runs at once
+    text: TextInfo | None = None  # the chat model's limits, when there is one
+    speech: SpeechInfo | None = None  # the TTS model, when there is one
+    transcription: TranscriptionInfo | None = None  # the speech-recognition model
 
 
-@dataclass(slots=True)
-class Usage:
+class Usage(WireStruct):
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
     reasoning_tokens: int = 0  # completion tokens that went to Delta.reasoning
 
 
-@dataclass(slots=True)
-class ToolCallDelta:
+class ToolCallDelta(WireStruct):
     """A piece of one tool call: id and name come with its first piece, arguments stream."""
 
     index: int
@@ -134,8 +121,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(slots=True)
-class Segment:
+class Segment(WireStruct):
     """A timed piece of a transcription; `words` as [[word, start, end], ...] when asked.
     The decoding statistics are Whisper's; other models report seek and zeros."""
 
@@ -143,88 +129,80 @@ class Segment:
     start: float  # seconds from the start of the audio
     end: float
     text: str
-    words: list[list[Any]] = field(default_factory=list)
+    words: list[list[Any]] = []
     seek: int = 0  # the window's offset in mel frames (100 a second)
-    tokens: list[int] = field(default_factory=list)  # its token ids, timestamps included
+    tokens: list[int] = []  # its token ids, timestamps included
     temperature: float = 0.0  # the temperature its window was decoded at
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
 
 
-@dataclass(slots=True)
-class TokenLogprob:
+class TokenLogprob(WireStruct):
     token_id: int
     token: str
     logprob: float
-    top: list[list[Any]] = field(default_factory=list)  # [[token_id, token, logprob], ...]
+    top: list[list[Any]] = []  # [[token_id, token, logprob], ...]
 
 
-@dataclass(slots=True)
-class ErrorInfo:
-    code: str
+class ErrorInfo(WireStruct):
+    code: ErrorCode
     message: str
 
 
-@dataclass(slots=True)
-class Delta:
+class Delta(WireStruct):
     """What one request produced in one worker step."""
 
     request_id: str
     text: str = ""
-    token_ids: list[int] = field(default_factory=list)
-    finish_reason: str | None = None
+    token_ids: list[int] = []
+    finish_reason: FinishReason | None = None
     usage: Usage | None = None  # set on the terminal delta
     error: ErrorInfo | None = None  # set when finish_reason == "error"
     reasoning: str = ""  # reasoning ("thinking") text, kept out of `text`
-    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    tool_calls: list[ToolCallDelta] = []
     logprobs: list[TokenLogprob] | None = None  # one per token in token_ids, when asked
     audio: bytes = b""  # PCM frames (little-endian int16 unless the request asked float32)
     sample_rate: int = 0  # of `audio`; 0 when there is none
-    segments: list[Segment] = field(default_factory=list)  # transcription segments
+    segments: list[Segment] = []  # transcription segments
     language: str = ""  # a transcription's (detected) language
     stop_sequence: str = ""  # the stop string that ended the request (finish_reason "stop")
 
 
-@dataclass(slots=True)
-class Step:
+class Step(WireStruct, tag=int(Tag.STEP)):
     """All active requests' deltas from one worker iteration."""
 
     deltas: list[Delta]
 
 
-@dataclass(slots=True)
-class ControlReply:
+class ControlReply(WireStruct, tag=int(Tag.CONTROL_REPLY)):
     call_id: int
     ok: bool
     result: dict[str, Any] | None = None
     error: str | None = None
 
 
-@dataclass(slots=True)
-class Heartbeat:
+class Heartbeat(WireStruct, tag=int(Tag.HEARTBEAT)):
     time: float
     active: int  # requests being generated
     waiting: int  # requests received but not started
 
 
-@dataclass(slots=True)
-class Fatal:
+class Fatal(WireStruct, tag=int(Tag.FATAL)):
     """The worker cannot go on (e.g. the model failed to load); it exits after sending."""
 
     message: str  # short, the kind of failure: the gateway shows it in /health and errors
     detail: str = ""  # the exception and its traceback: the gateway logs it, never shows it
 
 
-MESSAGE_TAGS: dict[type, Tag] = {
-    Submit: Tag.SUBMIT,
-    Abort: Tag.ABORT,
-    ControlCall: Tag.CONTROL_CALL,
-    Ready: Tag.READY,
-    Step: Tag.STEP,
-    ControlReply: Tag.CONTROL_REPLY,
-    Heartbeat: Tag.HEARTBEAT,
-    Fatal: Tag.FATAL,
-}
-
-Message = Submit | Abort | ControlCall | Ready | Step | ControlReply | Heartbeat | Fatal
+Message = Union[Submit, Abort, ControlCall, Ready, Step, ControlReply, Heartbeat, Fatal]  # noqa: UP007
+MESSAGES: tuple[type, ...] = (
+    Submit,
+    Abort,
+    ControlCall,
+    Ready,
+    Step,
+    ControlReply,
+    Heartbeat,
+    Fatal,
+)

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import soundfile
 
-from protocol.messages import Op, SamplingParams, Submit
+from protocol.inputs import SpeechInputs
+from protocol.messages import Submit
 
 TEXT = "Hello there. How are you today?"
 
@@ -25,7 +26,7 @@ def sine_wav(seconds: float, rate: int, hz: float = 220.0) -> bytes:
 
 
 def submit(rid: str, text: str = TEXT, **inputs: Any) -> Submit:
-    return Submit(rid, Op.SPEECH, {"input": text, **inputs}, SamplingParams(max_tokens=1), True)
+    return Submit(rid, SpeechInputs(text, **inputs), True)
 
 
 def run(engine: Any, *submits: Submit) -> dict[str, list]:

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from protocol.messages import SamplingParams, Submit
+from protocol.inputs import ChatInputs, SamplingParams
+from protocol.messages import Submit
 
 
 def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
@@ -52,14 +53,10 @@ def chat_submit(
     audios: Sequence[bytes] = (),
     logprobs: int | None = None,
 ) -> Submit:
-    """A greedy, non-streaming chat Submit; "images" / "audios" only when there are some."""
-    inputs: dict[str, Any] = {"messages": messages}
-    if images:
-        inputs["images"] = list(images)
-    if audios:
-        inputs["audios"] = list(audios)
+    """A greedy, non-streaming chat Submit about these images and audio files."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=logprobs)
-    return Submit(rid, "chat", inputs, params, stream=False)
+    inputs = ChatInputs(messages, params, images=list(images), audios=list(audios))
+    return Submit(rid, inputs, stream=False)
 
 
 def run_all(engine: Any, *submits: Submit) -> dict[str, dict]:

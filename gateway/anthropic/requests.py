@@ -25,7 +25,7 @@ from gateway.chat.tools import named_choice, tool_inputs
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
-from protocol.messages import Op, SamplingParams
+from protocol.inputs import ChatInputs, JsonSchema, SamplingParams
 
 MAX_STOP_SEQUENCES = 16
 
@@ -74,7 +74,7 @@ def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesReq
     max_tokens = f.integer(body, "max_tokens", 1)
     if max_tokens is None:
         raise invalid("max_tokens", "`max_tokens` is required")
-    inputs, omit_thinking = _inputs(body, max_tokens, media)
+    fields, omit_thinking = _input_fields(body, max_tokens, media)
     stop = _stop_sequences(body)
     sampling = SamplingParams(
         max_tokens=max_tokens,
@@ -86,27 +86,26 @@ def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesReq
         seed=f.seed(body),
         logit_bias=f.logit_bias(body),
         stop=stop,
-        constraint=_constraint(body, inputs),
+        constraint=_constraint(body, fields),
     )
     generation = GenerationRequest(
-        op=Op.CHAT,
         model=_model(body),
-        inputs=inputs,
-        sampling=sampling,
+        inputs=ChatInputs(sampling=sampling, **fields),
         stream=bool(f.boolean(body, "stream")),
         media=tuple(media.items),
     )
     return MessagesRequest(generation, omit_thinking, stop)
 
 
-def parse_count(body: dict) -> tuple[str, dict[str, Any]]:
+def parse_count(body: dict) -> tuple[str, ChatInputs]:
     """A `/v1/messages/count_tokens` body -> (model, the chat inputs to count)."""
     _check_fields(body, _COUNT_FIELDS)
     # The worker counts text tokens only: an image's token count depends on its processor.
     refusing = MediaCollector(refusal="image blocks in count_tokens (images are not counted)")
-    inputs, _ = _inputs(body, None, refusing)
-    _constraint(body, inputs)
-    return _model(body), inputs
+    fields, _ = _input_fields(body, None, refusing)
+    _constraint(body, fields)
+    # Counting samples nothing: the prompt is built as the request's would be, then measured.
+    return _model(body), ChatInputs(sampling=SamplingParams(max_tokens=1), **fields)
 
 
 def _check_fields(body: dict, allowed: frozenset[str]) -> None:
@@ -122,9 +121,10 @@ def _model(body: dict) -> str:
     return model
 
 
-def _inputs(
+def _input_fields(
     body: dict, max_tokens: int | None, media: MediaCollector
 ) -> tuple[dict[str, Any], bool]:
+    """The ChatInputs fields but sampling, and whether thinking text is to be omitted."""
     messages = system_messages(body.get("system")) + convert_messages(body.get("messages"), media)
     kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
     inputs: dict[str, Any] = {"messages": messages, "chat_template_kwargs": kwargs}
@@ -196,7 +196,7 @@ def _thinking(thinking: Any, inputs: dict[str, Any], max_tokens: int | None) -> 
     return display == "omitted"
 
 
-def _constraint(body: dict, inputs: dict[str, Any]) -> dict[str, Any] | None:
+def _constraint(body: dict, inputs: dict[str, Any]) -> JsonSchema | None:
     config = f.obj(body, "output_config")
     if config is None:
         return None

@@ -42,12 +42,10 @@ async def _enter_all(
 ) -> list[Any]:
     """Fetch and check the request's media, then admit and submit every choice; leaving
     `stack` aborts the unfinished ones."""
-    inputs = req.inputs
-    if req.media:
-        inputs = {**inputs, **await resolve_media(req.media, media)}
+    resolved = await resolve_media(req.media, media) if req.media else None
     return [
-        await stack.enter_async_context(engine.request(req.op, inputs, sampling, req.stream))
-        for sampling in req.samplings()
+        await stack.enter_async_context(engine.request(inputs, req.stream))
+        for inputs in req.choices(resolved)
     ]
 
 

@@ -1,4 +1,4 @@
-"""What every API's request parser hands the generation layer: op, inputs, sampling, n, stream.
+"""What every chat-style API's parser hands the generation layer: typed inputs, n, stream.
 
 The three HTTP APIs (OpenAI chat / completions, Anthropic Messages, OpenAI Responses) differ in
 their bodies and their output shapes, not in what they ask the worker: each parser ends in one
@@ -7,34 +7,43 @@ their bodies and their output shapes, not in what they ask the worker: each pars
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 from gateway.media.parts import MediaItem
-from protocol.messages import SamplingParams
+from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 
 
 @dataclass(slots=True)
 class GenerationRequest:
-    op: str  # protocol Op.CHAT or Op.COMPLETE
     model: str
-    inputs: dict[str, Any]
-    sampling: SamplingParams
+    inputs: ChatInputs | CompleteInputs  # what one choice's Submit carries, sampling included
     stream: bool
     include_usage: bool = False
     n: int = 1  # choices: one worker request each
     echo: str | None = None  # completions `echo`: the prompt text each choice starts with
-    # Image / audio parts, fetched and checked into inputs["images"] / ["audios"] just before
-    # the Submit (gateway/media/resolve.py); empty for text-only requests.
+    # Image / audio parts, fetched and checked into the inputs' `images` / `audios` just
+    # before the Submit (gateway/media/resolve.py); empty for text-only requests.
     media: tuple[MediaItem, ...] = ()
 
-    def samplings(self) -> list[SamplingParams]:
-        """One SamplingParams per choice; with a seed, choice i gets seed + i (so n choices
-        differ from each other yet each is reproducible)."""
+    @property
+    def sampling(self) -> SamplingParams:
+        return self.inputs.sampling
+
+    def choices(self, media: dict[str, list[bytes]] | None = None) -> list[ChatInputs | CompleteInputs]:
+        """Every choice's inputs, with the resolved `media` bytes; with a seed, choice i gets
+        seed + i (so n choices differ from each other yet each is reproducible)."""
+        inputs = replace(self.inputs, **media) if media else self.inputs
         if self.n == 1:
-            return [self.sampling]
+            return [inputs]
         seed = self.sampling.seed
         return [
-            replace(self.sampling, seed=None if seed is None else (seed + i) % 2**64)
+            replace(
+                inputs,
+                sampling=replace(
+                    self.sampling, seed=None if seed is None else (seed + i) % 2**64
+                ),
+            )
             for i in range(self.n)
         ]

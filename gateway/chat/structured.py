@@ -13,26 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field
+from protocol.inputs import Constraint, JsonObject, JsonSchema
 
-JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
 
-
-def json_schema(schema: Any, name: Any, strict: Any, path: str) -> dict[str, Any]:
+def json_schema(schema: Any, name: Any, strict: Any, path: str) -> Constraint:
     """The constraint for a JSON Schema; `path` is the object holding it, for errors."""
     if schema is None:
-        return dict(JSON_OBJECT)
+        return JsonObject()
     if not isinstance(schema, dict):
         raise invalid(f"{path}.schema", f"`{path}.schema` must be a JSON Schema object")
     if name is not None and not isinstance(name, str):
         raise invalid(f"{path}.name", f"`{path}.name` must be a string")
     if strict is not None and not isinstance(strict, bool):
         raise invalid(f"{path}.strict", f"`{path}.strict` must be a boolean")
-    constraint: dict[str, Any] = {"type": "json_schema", "schema": schema}
-    if name is not None:
-        constraint["name"] = name
-    if strict is not None:
-        constraint["strict"] = strict
-    return constraint
+    return JsonSchema(schema, name, strict)
 
 
 def check_keys(value: dict[str, Any], allowed: set[str], path: str) -> None:
@@ -41,7 +35,7 @@ def check_keys(value: dict[str, Any], allowed: set[str], path: str) -> None:
             raise unknown_field(f"{path}.{key}")
 
 
-def openai_response_format(value: Any) -> dict[str, Any] | None:
+def openai_response_format(value: Any) -> Constraint | None:
     """Chat `response_format` -> constraint; None for plain text."""
     path = "response_format"
     if value is None:
@@ -54,7 +48,7 @@ def openai_response_format(value: Any) -> dict[str, Any] | None:
         return None
     if kind == "json_object":
         check_keys(value, {"type"}, path)
-        return dict(JSON_OBJECT)
+        return JsonObject()
     if kind == "json_schema":
         check_keys(value, {"type", "json_schema"}, path)
         spec = value.get("json_schema")

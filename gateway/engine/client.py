@@ -1,7 +1,7 @@
 """The engines of one worker process, as the HTTP layer uses them (an `EngineClient`): submit
 requests, stream their deltas, swap the model.
 
-    async with engine.request("chat", inputs, sampling, stream=True) as deltas:
+    async with engine.request(ChatInputs(messages, sampling), stream=True) as deltas:
         async for batch in deltas:          # list[Delta]; ends after the terminal delta
             ...
 
@@ -39,14 +39,15 @@ from gateway.engine.supervisor import Supervisor
 from gateway.engine.worker_channel import ControlCallFailed, ControlCallRejected, WorkerClient
 from gateway.engine.worker_process import WorkerCommand, default_worker_command
 from protocol import Endpoints
+from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import (
     Abort,
+    ControlMethod,
     ErrorCode,
     Fatal,
     Heartbeat,
     Message,
     Ready,
-    SamplingParams,
     Step,
     Submit,
 )
@@ -176,15 +177,8 @@ class WorkerEngineClient:
 
     # -- requests ------------------------------------------------------------------------
 
-    def request(
-        self,
-        op: str,
-        inputs: dict[str, Any],
-        sampling: SamplingParams,
-        stream: bool,
-        request_id: str | None = None,
-    ) -> RequestContext:
-        submit = Submit(request_id or uuid.uuid4().hex, op, inputs, sampling, stream)
+    def request(self, inputs: Inputs, stream: bool, request_id: str | None = None) -> RequestContext:
+        submit = Submit(request_id or uuid.uuid4().hex, inputs, stream)
         return RequestContext(self, submit)
 
     async def _open_request(self, submit: Submit) -> RequestStream:
@@ -268,16 +262,16 @@ class WorkerEngineClient:
         if self.state != "ready" or self._client is None:
             raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
         try:
-            return await self._client.call("stats", {}, STATS_TIMEOUT)
+            return await self._client.call(ControlMethod.STATS, None, STATS_TIMEOUT)
         except ControlCallFailed as exc:
             raise EngineUnavailable(f"worker stats: {exc}", RETRY_AFTER) from None
 
-    async def count_tokens(self, inputs: dict[str, Any]) -> int:
+    async def count_tokens(self, inputs: ChatInputs) -> int:
         """Prompt tokens of chat `inputs` (messages, tools, ...) as the worker would build them."""
         if self.state != "ready" or self._client is None:
             raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
         try:
-            result = await self._client.call("count_tokens", inputs, COUNT_TOKENS_TIMEOUT)
+            result = await self._client.call(ControlMethod.COUNT_TOKENS, inputs, COUNT_TOKENS_TIMEOUT)
         except ControlCallRejected as exc:
             raise WorkerRejected(str(exc)) from None
         except ControlCallFailed as exc:

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from protocol.messages import Delta, Ready, SamplingParams
+from protocol.inputs import ChatInputs, Inputs
+from protocol.messages import Delta, Ready
 
 RequestBatches = AsyncIterator[list[Delta]]
 
@@ -44,10 +45,10 @@ class EngineClient(Protocol):
     async def stop(self) -> None: ...
 
     def request(
-        self, op: str, inputs: dict[str, Any], sampling: SamplingParams, stream: bool
-    ) -> AbstractAsyncContextManager[RequestBatches]: ...
+        self, inputs: Inputs, stream: bool
+    ) -> AbstractAsyncContextManager[RequestBatches]: ...  # the operation is the inputs' type
 
-    async def count_tokens(self, inputs: dict[str, Any]) -> int: ...
+    async def count_tokens(self, inputs: ChatInputs) -> int: ...
 
     async def worker_stats(self) -> dict[str, Any]: ...
 

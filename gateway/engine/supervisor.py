@@ -32,7 +32,7 @@ from gateway.config import ServerConfig
 from gateway.engine.errors import SwapFailed
 from gateway.engine.worker_channel import WorkerClient
 from gateway.engine.worker_process import WorkerCommand, WorkerProcess, worker_env
-from protocol.messages import PROTOCOL_VERSION, ControlCall, Fatal, Ready
+from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlMethod, Fatal, Ready
 
 log = logging.getLogger("gateway.engine.supervisor")
 
@@ -311,7 +311,7 @@ class Supervisor:
         """Ask the worker to shut down; kill it if it has not exited after a grace period."""
         assert self.client is not None
         # Fire and forget (call id 0 is never awaited): only its exit matters.
-        self.client.send_nowait(ControlCall(0, "shutdown", {}))
+        self.client.send_nowait(ControlCall(0, ControlMethod.SHUTDOWN))
         await proc.wait_or_kill(SHUTDOWN_GRACE)
         self._forget(proc)
         self._on_lost("the worker was shut down")

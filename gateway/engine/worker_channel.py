@@ -28,7 +28,16 @@ import msgpack
 import zmq
 
 from protocol import Endpoints, ProtocolError, decode, encode
-from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlReply, Message, Ready, Tag
+from protocol.inputs import ChatInputs
+from protocol.messages import (
+    PROTOCOL_VERSION,
+    ControlCall,
+    ControlMethod,
+    ControlReply,
+    Message,
+    Ready,
+    Tag,
+)
 
 log = logging.getLogger("gateway.engine.worker_channel")
 
@@ -94,7 +103,7 @@ class WorkerClient:
         return True
 
     async def call(
-        self, method: str, args: dict[str, Any] | None = None, timeout: float = 5.0
+        self, method: ControlMethod, chat: ChatInputs | None = None, timeout: float = 5.0
     ) -> dict[str, Any]:
         """One ControlCall and its reply's result; ControlCallFailed on timeout or error."""
         call_id = next(self._call_ids)
@@ -102,7 +111,7 @@ class WorkerClient:
         self._calls[call_id] = reply
         deadline = time.monotonic() + timeout
         try:
-            if not await self.send(ControlCall(call_id, method, args or {}), timeout):
+            if not await self.send(ControlCall(call_id, method, chat), timeout):
                 raise ControlCallFailed(f"{method}: no worker to send it to")
             return await asyncio.wait_for(reply, max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
@@ -180,8 +189,9 @@ def _foreign_ready(frame: bytes) -> Ready | None:
         return None
     if not (isinstance(raw, list) and len(raw) >= 2 and raw[0] == Tag.READY):
         return None
-    version = raw[1]
+    version, pid = raw[1], raw[2] if len(raw) > 2 else 0
     if not isinstance(version, int) or version == PROTOCOL_VERSION:
         return None
-    pid = raw[-1] if isinstance(raw[-1], int) else 0
-    return Ready(protocol_version=version, model="", capabilities=[], limits={}, pid=pid)
+    # Since version 6 the pid is Ready's second field; an older worker's may be elsewhere.
+    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else 0
+    return Ready(protocol_version=version, pid=pid, model="", capabilities=[], max_num_seqs=0)

@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,7 +34,8 @@ from gateway.http import errors
 from gateway.http.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.sse import SSE_HEADERS
-from protocol.messages import Delta, SamplingParams
+from protocol.inputs import Inputs
+from protocol.messages import Delta
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +79,10 @@ async def open_stream(
 
 
 async def enter_one(
-    engine: EngineClient,
-    op: str,
-    inputs: dict[str, Any],
-    sampling: SamplingParams,
-    stack: AsyncExitStack,
-    what: str,
+    engine: EngineClient, inputs: Inputs, stack: AsyncExitStack, what: str
 ) -> tuple[AsyncIterator[list[Delta]], list[Delta]]:
     """Submit one streamed request into `stack` and read its first batch (see `open_stream`)."""
-    batches = await stack.enter_async_context(engine.request(op, inputs, sampling, True))
+    batches = await stack.enter_async_context(engine.request(inputs, True))
     iterator = batches.__aiter__()
     try:
         first = await iterator.__anext__()

@@ -51,7 +51,7 @@ class MediaCollector:
         ready = engine.ready_info
         if ready is None or engine.state != "ready":
             return cls(capabilities=None, model=engine.model_name)
-        return cls(capabilities=list(ready.capabilities or ()), model=engine.model_name)
+        return cls(capabilities=[str(c) for c in ready.capabilities], model=engine.model_name)
 
     def admit(self, kind: str, path: str) -> None:
         """Refuse a `kind` part at `path` the model cannot take (400 naming `path.type`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field
-from protocol.messages import SamplingParams
+from protocol.inputs import SamplingParams
 
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
 

@@ -20,7 +20,7 @@ from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
 from gateway.openai.messages import normalize_messages
 from gateway.openai.tools import parse_tool_fields
-from protocol.messages import Op
+from protocol.inputs import ChatInputs, CompleteInputs
 
 __all__ = ["GenerationRequest", "parse_chat", "parse_completion", "normalize_prompt"]
 
@@ -183,23 +183,25 @@ def parse_chat(
             "max_tokens",
             "`max_tokens` and `max_completion_tokens` differ: send only one of them",
         )
-    inputs: dict[str, Any] = {"messages": messages, "chat_template_kwargs": _template_kwargs(body)}
-    inputs.update(parse_tool_fields(body))
     sampling = f.sampling_params(body, max_completion or max_tokens or default_max_tokens)
     sampling.logprobs = _chat_logprobs(body)
     sampling.constraint = openai_response_format(body.get("response_format"))
-    if sampling.constraint is not None and inputs.get("tools"):
-        if inputs.get("tool_choice", "auto") != "none":
+    inputs = ChatInputs(
+        messages=messages,
+        sampling=sampling,
+        chat_template_kwargs=_template_kwargs(body),
+        **parse_tool_fields(body),
+    )
+    if sampling.constraint is not None and inputs.tools:
+        if (inputs.tool_choice or "auto") != "none":
             raise unsupported(
                 "response_format",
                 "a JSON response format together with callable tools; set tool_choice 'none'",
             )
     stream, include_usage = f.stream_flags(body)
     return GenerationRequest(
-        op=Op.CHAT,
         model=model,
         inputs=inputs,
-        sampling=sampling,
         stream=stream,
         include_usage=include_usage,
         n=_n(body),
@@ -230,10 +232,8 @@ def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
         echo = prompt
     stream, include_usage = f.stream_flags(body)
     return GenerationRequest(
-        op=Op.COMPLETE,
         model=model,
-        inputs={"prompt": prompt},
-        sampling=sampling,
+        inputs=CompleteInputs(prompt=prompt, sampling=sampling),
         stream=stream,
         include_usage=include_usage,
         n=n,

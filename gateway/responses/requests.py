@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.chat.request import GenerationRequest
-from gateway.chat.structured import JSON_OBJECT, check_keys, json_schema
+from gateway.chat.structured import check_keys, json_schema
 from gateway.chat.tools import function_tool, named_choice, tool_inputs
 from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.openai import fields as f
 from gateway.responses.inputs import input_messages
 from gateway.responses.store import ResponseStore
-from protocol.messages import Op, SamplingParams
+from protocol.inputs import ChatInputs, Constraint, JsonObject, SamplingParams
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _NO_THINKING_EFFORTS = ("none", "minimal")
@@ -103,7 +103,7 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     if sampling.constraint is not None and tools and inputs.get("tool_choice") != "none":
         raise unsupported("text.format", "a JSON format together with callable tools")
     stream, _ = f.stream_flags(body)
-    generation = GenerationRequest(Op.CHAT, model, inputs, sampling, stream)
+    generation = GenerationRequest(model, ChatInputs(sampling=sampling, **inputs), stream)
     store_it = f.boolean(body, "store") is not False
     echo = {
         "instructions": instructions,
@@ -212,7 +212,7 @@ def _logprobs(body: dict) -> int | None:
     return None
 
 
-def _text_format(body: dict) -> dict[str, Any] | None:
+def _text_format(body: dict) -> Constraint | None:
     text = f.obj(body, "text")
     if text is None:
         return None
@@ -229,7 +229,7 @@ def _text_format(body: dict) -> dict[str, Any] | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return dict(JSON_OBJECT)
+        return JsonObject()
     if kind == "json_schema":
         check_keys(spec, {"type", "name", "schema", "strict", "description"}, path)
         if not isinstance(spec.get("schema"), dict):

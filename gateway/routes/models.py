@@ -27,9 +27,9 @@ def model_card(request: Request) -> dict[str, Any]:
     ready = engine.ready_info
     if ready is not None:
         # Not an OpenAI field: what the model does ("chat", "image_in", "audio_in", ...).
-        card["capabilities"] = list(ready.capabilities or [])
-        if ready.limits.get("max_context"):
-            card["max_model_len"] = ready.limits["max_context"]
+        card["capabilities"] = [str(c) for c in ready.capabilities]
+        if ready.text is not None and ready.text.max_context:
+            card["max_model_len"] = ready.text.max_context
     return card
 
 

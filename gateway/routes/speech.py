@@ -12,8 +12,6 @@ gateway/audio/speech/encoding.py for the formats.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,6 +27,7 @@ from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, model_not_found
 from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of, read_json
+from protocol.ready import SpeechInfo
 
 
 def voice_store(request: Request) -> VoiceStore:
@@ -40,13 +39,13 @@ def voice_store(request: Request) -> VoiceStore:
     return store
 
 
-def speech_model(engine: EngineClient) -> dict[str, Any]:
-    """The worker's speech section (Ready.audio); 503 while none is ready, 404 if it has none."""
+def speech_model(engine: EngineClient) -> SpeechInfo:
+    """The worker's speech section (Ready.speech); 503 while none is ready, 404 if it has none."""
     ready = engine.ready_info
     if ready is None or engine.state != "ready":
         raise EngineUnavailable(f"the engine is {engine.state}", 1.0)
-    audio = ready.audio or {}
-    if not audio.get("sample_rate"):
+    audio = ready.speech
+    if audio is None:
         raise APIError(
             404,
             "This server has no speech model: start it with `serve MODEL --tts-model TTS` "
@@ -57,13 +56,14 @@ def speech_model(engine: EngineClient) -> dict[str, Any]:
     return audio
 
 
-def _check_model(engine: EngineClient, audio: dict[str, Any], model: str) -> None:
+def _check_model(engine: EngineClient, audio: SpeechInfo, model: str) -> None:
     # The speech model's served name or path; a speech-only server (--omni) also answers to
     # its own model name, which is the same model.
-    names = {audio.get("model"), audio.get("model_path")}
-    if "chat" not in (engine.ready_info.capabilities or []):
+    names = {audio.model, audio.model_path}
+    ready = engine.ready_info
+    if ready is not None and "chat" not in ready.capabilities:
         names |= {engine.model_name, engine.model_path}
-    if model not in names - {None}:
+    if model not in names:
         raise model_not_found(model)
 
 
@@ -76,13 +76,13 @@ async def speech(request: Request) -> Response:
         body = await read_json(request)
     engine = engine_of(request)
     audio = speech_model(engine)
-    call = parse_speech(body, int(audio["sample_rate"]), uploaded)
+    call = parse_speech(body, audio.sample_rate, uploaded)
     _check_model(engine, audio, call.model)
     call = speech_voices.resolve(call, audio, voice_store(request))
     if call.mode != "file":
-        return await speech_stream.stream(request, engine, call, int(audio["sample_rate"]))
+        return await speech_stream.stream(request, engine, call, audio.sample_rate)
     result = await speech_stream.collect(request, engine, call)
-    rate = result.sample_rate or int(audio["sample_rate"])
+    rate = result.sample_rate or audio.sample_rate
     # Encoders are CPU work (FFmpeg, numpy): off the event loop.
     data = await run_in_threadpool(encode, call.response_format, result.pcm, rate)
     usage = result.usage
@@ -95,22 +95,21 @@ async def speech(request: Request) -> Response:
 
 async def voices(request: Request) -> Response:
     audio = speech_model(engine_of(request))
-    rate = int(audio["sample_rate"])
-    presets = [{**v, "type": "preset"} for v in audio.get("voices", [])]
+    presets = [{"name": v.name, "language": v.language, "type": "preset"} for v in audio.voices]
     saved = [v.public() for v in voice_store(request).list()]
     return JSONResponse(
         {
             "object": "list",
-            "model": audio.get("model"),
+            "model": audio.model,
             "voices": presets + saved,
-            "cloning": bool(audio.get("cloning")),
-            "ref_text": bool(audio.get("ref_text")),
-            "descriptions": bool(audio.get("descriptions")),
-            "instructions": bool(audio.get("instructions")),
-            "languages": audio.get("languages", []),
-            "speed": bool(audio.get("speed")),
-            "sample_rate": rate,
-            "response_formats": available_formats(rate),
+            "cloning": audio.cloning,
+            "ref_text": audio.ref_text,
+            "descriptions": audio.descriptions,
+            "instructions": audio.instructions,
+            "languages": audio.languages,
+            "speed": audio.speed,
+            "sample_rate": audio.sample_rate,
+            "response_formats": available_formats(audio.sample_rate),
         }
     )
 

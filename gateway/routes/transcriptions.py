@@ -4,9 +4,8 @@ The upload (multipart) is read under `--max-body-mb` (413 before any parsing), p
 `transcription_request`, and its bytes go to the worker's speech-in engine unchanged: decoding
 and resampling happen in the worker. Which model: the worker's Ready message says whether it
 can transcribe (`capabilities` holds "transcribe", and "translate" for multilingual Whisper)
-and which checkpoint does it (`limits["asr_model"]`, its path; `limits["asr_model_name"]`,
-the served name, when the worker knows one). A request's `model` may be that served name
-(default: the checkpoint directory's name, or the server's `--served-model-name` when the
+and which checkpoint does it (`transcription.model_path`). A request's `model` may be its
+served name (the checkpoint directory's name, or the server's `--served-model-name` when the
 ASR model is the served model), the checkpoint path, or `whisper-1`, OpenAI's model id,
 which this server takes as "the speech-recognition model it serves" so that clients written
 for OpenAI work unchanged.
@@ -89,12 +88,11 @@ def _speech_model(engine: EngineClient, requested: str) -> SpeechModel:
                 code="model_not_supported",
             )
         raise model_not_found(requested)
-    path = str(ready.limits.get("asr_model") or engine.model_path)
-    name = ready.limits.get("asr_model_name")
-    if not name:
-        same = path.rstrip("/") == str(engine.model_path).rstrip("/")
-        name = engine.model_name if same else Path(path.rstrip("/")).name
-    return SpeechModel(str(name), path, "translate" in ready.capabilities)
+    info = ready.transcription
+    path = info.model_path if info is not None else engine.model_path
+    same = path.rstrip("/") == str(engine.model_path).rstrip("/")
+    name = engine.model_name if same else Path(path.rstrip("/")).name
+    return SpeechModel(name, path, "translate" in ready.capabilities)
 
 
 def _response(req: TranscriptionRequest, body: str | dict[str, Any]) -> Response:

@@ -16,7 +16,8 @@ from typing import Any
 from gateway.config import ServerConfig
 from gateway.engine.client import WorkerEngineClient
 from protocol import Endpoints
-from protocol.messages import Delta, SamplingParams
+from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.messages import Delta
 
 FAKE_WORKER = str(Path(__file__).with_name("fake_worker.py"))
 TEST_TIMEOUT = 25.0
@@ -118,7 +119,7 @@ async def collect(
 ) -> list[Delta]:
     """Run one request to its end; every delta it yielded, flattened."""
     out: list[Delta] = []
-    async with engine.request("complete", {"prompt": prompt}, sampling(max_tokens), True) as ds:
+    async with engine.request(CompleteInputs(prompt, sampling(max_tokens)), True) as ds:
         async for batch in ds:
             out.extend(batch)
     return out

@@ -36,10 +36,12 @@ import msgpack  # noqa: E402
 import zmq  # noqa: E402
 
 from protocol import decode, encode  # noqa: E402
+from protocol.inputs import CompleteInputs  # noqa: E402
 from protocol.messages import (  # noqa: E402
     PROTOCOL_VERSION,
     Abort,
     ControlCall,
+    ControlMethod,
     ControlReply,
     Delta,
     ErrorInfo,
@@ -50,6 +52,7 @@ from protocol.messages import (  # noqa: E402
     Submit,
     Usage,
 )
+from protocol.ready import Capability, TextInfo  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -118,9 +121,14 @@ class FakeWorker:
             print("fake worker: cannot load the model", file=sys.stderr, flush=True)
             self.record("exit")
             os._exit(self.args.exit_at_load)
-        limits = {"max_num_seqs": self.args.max_num_seqs, "max_context": 4096}
-        caps = ["chat", "complete"]
-        ready = Ready(self.args.protocol_version, self.args.model, caps, limits, os.getpid())
+        ready = Ready(
+            self.args.protocol_version,
+            os.getpid(),
+            self.args.model,
+            [Capability.CHAT, Capability.COMPLETE],
+            self.args.max_num_seqs,
+            TextInfo(4096, "continuous"),
+        )
         if self.args.ready_extra_field:  # a READY laid out by some other protocol version
             self.push.send(msgpack.packb([*msgpack.unpackb(encode(ready)), "extra"]))
         else:
@@ -156,9 +164,10 @@ class FakeWorker:
 
     def submit(self, msg: Submit) -> None:
         inputs = msg.inputs
-        text = inputs.get("prompt") or " ".join(
-            str(m.get("content")) for m in inputs.get("messages", [])
-        )
+        if isinstance(inputs, CompleteInputs):
+            text = str(inputs.prompt)
+        else:
+            text = " ".join(str(m.get("content")) for m in inputs.messages)
         self.submitted.append(msg.request_id)
         self.send(Step([Delta(msg.request_id)]))  # accepted
         if "HANG" in text:
@@ -177,7 +186,7 @@ class FakeWorker:
             return
         self.active[msg.request_id] = {
             "made": 0,
-            "max": msg.sampling.max_tokens,
+            "max": inputs.sampling.max_tokens,
             "next": time.monotonic() + self.args.token_interval,
             "crash": "CRASH" in text,
         }
@@ -204,7 +213,7 @@ class FakeWorker:
             os._exit(7)
 
     def control(self, call: ControlCall) -> None:
-        if call.method == "stats":
+        if call.method == ControlMethod.STATS:
             result = {
                 "pid": os.getpid(),
                 "model": self.args.model,
@@ -216,7 +225,7 @@ class FakeWorker:
                 "tokens_generated": self.tokens,
             }
             self.send(ControlReply(call.call_id, True, result))
-        elif call.method == "shutdown":
+        elif call.method == ControlMethod.SHUTDOWN:
             self.send(ControlReply(call.call_id, True, {}))
             self.exit(0)
         else:

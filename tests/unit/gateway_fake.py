@@ -14,7 +14,9 @@ from typing import Any
 from gateway.config import ServerConfig
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.request_stream import RequestStream
-from protocol.messages import Delta, ErrorInfo, Ready, SamplingParams, Usage
+from protocol.inputs import ChatInputs, Inputs
+from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Usage
+from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
 
 HANG = object()
 
@@ -35,18 +37,31 @@ def failure(code: str = "internal", message: str = "boom") -> list[Delta]:
     return [Delta("r", finish_reason="error", usage=Usage(5, 0), error=ErrorInfo(code, message))]
 
 
+CHAT_MODEL = TextInfo(4096, "continuous")
+
+
+def ready(
+    *capabilities: Capability,
+    model: str = "/models/tiny",
+    text: TextInfo | None = CHAT_MODEL,
+    speech: SpeechInfo | None = None,
+    transcription: TranscriptionInfo | None = None,
+) -> Ready:
+    """The Ready of a worker with these capabilities (and sections)."""
+    caps = list(capabilities)
+    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription)
+
+
 def config(**overrides: Any) -> ServerConfig:
     return ServerConfig(model="/models/tiny", served_model_name="tiny", **overrides)
 
 
 class FakeRequest:
-    def __init__(
-        self, engine: FakeEngine, op: str, inputs: dict, sampling: SamplingParams, stream: bool
-    ) -> None:
+    def __init__(self, engine: FakeEngine, inputs: Inputs, stream: bool) -> None:
         self.engine = engine
-        self.op = op
+        self.op = inputs.op
         self.inputs = inputs
-        self.sampling = sampling
+        self.sampling = getattr(inputs, "sampling", None)  # chat and complete only
         self.stream = stream
         self.finished = False
         self.exited = asyncio.Event()
@@ -94,7 +109,7 @@ class FakeEngine:
         self.reason: str | None = None
         self.model_name = "tiny"
         self.model_path = "/models/tiny"
-        self.ready_info: Ready | None = Ready(1, "/models/tiny", ["chat"], {"max_context": 4096}, 7)
+        self.ready_info: Ready | None = ready(Capability.CHAT)
         self.started = False
         self.stopped = False
         self.swaps: list[tuple[str, str | None]] = []
@@ -109,8 +124,8 @@ class FakeEngine:
     async def stop(self) -> None:
         self.stopped = True
 
-    def request(self, op: str, inputs: dict, sampling: SamplingParams, stream: bool) -> FakeRequest:
-        return FakeRequest(self, op, inputs, sampling, stream)
+    def request(self, inputs: Inputs, stream: bool) -> FakeRequest:
+        return FakeRequest(self, inputs, stream)
 
     async def swap(self, model_path: str, served_model_name: str | None = None) -> dict:
         self.swaps.append((model_path, served_model_name))
@@ -120,7 +135,7 @@ class FakeEngine:
         self.model_name = served_model_name or model_path
         return {"loaded": model_path}
 
-    async def count_tokens(self, inputs: dict) -> int:
+    async def count_tokens(self, inputs: ChatInputs) -> int:
         self.counted.append(inputs)
         if self.count_error is not None:
             raise self.count_error

@@ -165,7 +165,7 @@ def test_anthropic_sdk_tool_use_loop():
     engine.script = [accepted(), text("It is sunny."), finish()]
     final = client.messages.create(model="tiny", max_tokens=20, messages=messages, tools=[TOOL])
     assert final.content[0].text == "It is sunny."
-    sent = engine.last.inputs["messages"]
+    sent = engine.last.inputs.messages
     assert sent[1]["tool_calls"][0]["function"] == {
         "name": "weather",
         "arguments": '{"city": "Paris"}',
@@ -246,8 +246,8 @@ def test_count_tokens_asks_the_engine_with_the_chat_inputs():
     )
     assert count.input_tokens == 17
     (inputs,) = engine.counted
-    assert inputs["messages"][0] == {"role": "system", "content": "be brief"}
-    assert inputs["tools"][0]["function"]["name"] == "weather"
+    assert inputs.messages[0] == {"role": "system", "content": "be brief"}
+    assert inputs.tools[0]["function"]["name"] == "weather"
 
 
 def test_count_tokens_of_input_the_worker_rejects_is_400():

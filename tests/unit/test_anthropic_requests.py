@@ -7,6 +7,7 @@ import pytest
 
 from gateway.anthropic.requests import parse_count, parse_create
 from gateway.http.errors import APIError
+from protocol.inputs import JsonSchema
 
 USER = [{"role": "user", "content": "hi"}]
 TOOL = {
@@ -36,8 +37,8 @@ def test_system_string_and_blocks_become_a_system_message():
         {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "b"},
     ]
-    assert inputs(system="be brief")["messages"][0] == {"role": "system", "content": "be brief"}
-    assert inputs(system=blocks)["messages"][0] == {"role": "system", "content": "a\nb"}
+    assert inputs(system="be brief").messages[0] == {"role": "system", "content": "be brief"}
+    assert inputs(system=blocks).messages[0] == {"role": "system", "content": "a\nb"}
 
 
 def test_sampling_fields_reach_sampling_params():
@@ -83,7 +84,7 @@ def test_tool_use_round_trip_becomes_tool_calls_and_tool_messages():
         },
     ]
     got = parse_create({"model": "tiny", "max_tokens": 5, "messages": messages, "tools": [TOOL]})
-    assert got.generation.inputs["messages"] == [
+    assert got.generation.inputs.messages == [
         {"role": "user", "content": "weather?"},
         {
             "role": "assistant",
@@ -104,7 +105,7 @@ def test_tool_use_round_trip_becomes_tool_calls_and_tool_messages():
 
 
 def test_tools_become_function_tools():
-    (tool,) = inputs(tools=[{**TOOL, "cache_control": {"type": "ephemeral"}}])["tools"]
+    (tool,) = inputs(tools=[{**TOOL, "cache_control": {"type": "ephemeral"}}]).tools
     assert tool == {
         "type": "function",
         "function": {
@@ -131,20 +132,18 @@ def test_tools_become_function_tools():
 )
 def test_tool_choice_maps_to_the_worker_choice(choice, expected, parallel):
     got = inputs(tools=[TOOL], tool_choice=choice)
-    assert got["tool_choice"] == expected
-    assert got.get("parallel_tool_calls") == parallel
+    assert got.tool_choice == expected
+    assert got.parallel_tool_calls == parallel
 
 
 def test_enabled_thinking_sets_the_template_switch_and_the_budget():
     got = inputs(thinking={"type": "enabled", "budget_tokens": 5})
-    assert got["chat_template_kwargs"] == {"enable_thinking": True}
-    assert got["thinking_budget"] == 5
+    assert got.chat_template_kwargs == {"enable_thinking": True}
+    assert got.thinking_budget == 5
 
 
 def test_disabled_thinking_turns_the_template_switch_off():
-    assert inputs(thinking={"type": "disabled"})["chat_template_kwargs"] == {
-        "enable_thinking": False
-    }
+    assert inputs(thinking={"type": "disabled"}).chat_template_kwargs == {"enable_thinking": False}
 
 
 def test_thinking_budget_must_be_below_max_tokens():
@@ -163,7 +162,7 @@ def test_output_config_format_becomes_a_json_schema_constraint():
     got = create(
         output_config={"effort": "low", "format": {"type": "json_schema", "schema": schema}}
     )
-    assert got.generation.sampling.constraint == {"type": "json_schema", "schema": schema}
+    assert got.generation.sampling.constraint == JsonSchema(schema)
 
 
 def test_fields_the_sdk_sends_are_accepted():
@@ -211,8 +210,8 @@ def test_what_cannot_be_served_is_a_400_naming_it(fields, param):
 def test_count_tokens_takes_prompt_fields_only():
     model, got = parse_count({"model": "tiny", "messages": USER, "system": "s", "tools": [TOOL]})
     assert model == "tiny"
-    assert got["messages"][0] == {"role": "system", "content": "s"}
-    assert got["tools"][0]["function"]["name"] == "weather"
+    assert got.messages[0] == {"role": "system", "content": "s"}
+    assert got.tools[0]["function"]["name"] == "weather"
     with pytest.raises(APIError) as info:
         parse_count({"model": "tiny", "messages": USER, "max_tokens": 5})
     assert info.value.param == "max_tokens"

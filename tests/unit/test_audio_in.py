@@ -98,7 +98,7 @@ def direct_tokens(
 def test_checkpoint_declares_audio_and_image_input(engine):
     assert "audio_in" in engine.capabilities()
     assert "image_in" in engine.capabilities()
-    assert engine.ready_info()["max_context"] == 4096
+    assert engine.ready_info().max_context == 4096
 
 
 def test_backend_auto_picks_mlx_vlm_for_the_omni_checkpoint(path):

@@ -15,8 +15,10 @@ import pytest
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from protocol.messages import FinishReason, SamplingParams
+from protocol.messages import FinishReason
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.support.inputs import chat
+from tests.support.inputs import constraint as as_constraint
 from tests.unit.schema_check import validate
 from worker.text.constraints.processor import ConstraintProcessor
 from worker.text.constraints.think_gate import ThinkGate
@@ -118,9 +120,9 @@ def qwen3():
 def generate(text_model, inputs, constraint=None, temperature=0.0, seed=0, max_tokens=160):
     """Runs the request's processors and parser; returns (content, reasoning, calls, finish)."""
     tokenizer = text_model.tokenizer
+    inputs = chat(**inputs, max_tokens=max_tokens, constraint=as_constraint(constraint))
     prompt = chat_prompt_tokens(tokenizer, inputs)
-    sampling = SamplingParams(max_tokens=max_tokens, constraint=constraint)
-    features = build_features(tokenizer, "chat", inputs, sampling, prompt)
+    features = build_features(tokenizer, inputs, prompt)
     mx.random.seed(seed)
     detokenizer = tokenizer.detokenizer
     detokenizer.reset()
@@ -228,7 +230,7 @@ def test_thinking_budget_forces_the_end_of_thinking(qwen3):
     processor = ConstraintProcessor(
         None, (len(vocab) + 31) // 32, [0], gate=gate, thinking_budget=5
     )
-    prompt = chat_prompt_tokens(qwen3.tokenizer, {"messages": MESSAGES})
+    prompt = chat_prompt_tokens(qwen3.tokenizer, chat(MESSAGES))
     steps = generate_step(
         mx.array(prompt), qwen3.model, max_tokens=8, logits_processors=[processor]
     )

@@ -11,6 +11,7 @@ import mlx.core as mx
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.support.inputs import constraint as as_constraint
 from worker.text.constraints.close_out import close_out_candidates
 from worker.text.constraints.grammars import response_format_grammar
 from worker.text.constraints.llg import compile_matcher, ll_tokenizer
@@ -27,7 +28,7 @@ def tokenizer():
 
 
 def processor(tokenizer, constraint, **kwargs) -> ConstraintProcessor:
-    grammar, field = response_format_grammar(constraint)
+    grammar, field = response_format_grammar(as_constraint(constraint))
     matcher = compile_matcher(tokenizer, grammar, field)
     words = (ll_tokenizer(tokenizer).vocab_size + 31) // 32
     return ConstraintProcessor(matcher, words, sorted(tokenizer.eos_token_ids), **kwargs)

@@ -9,6 +9,7 @@ import pytest
 
 from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable
+from protocol.inputs import CompleteInputs
 from protocol.messages import PROTOCOL_VERSION
 from tests.fakes.engine_harness import (
     FakeWorkers,
@@ -150,7 +151,7 @@ async def test_stop_ends_open_requests_and_the_worker_exits(tmp_path):
     got: list = []
 
     async def consume() -> None:
-        async with engine.request("complete", {"prompt": "x"}, sampling(1000), True) as ds:
+        async with engine.request(CompleteInputs("x", sampling(1000)), True) as ds:
             async for batch in ds:
                 got.extend(batch)
 

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable, QueueFull
+from protocol.inputs import CompleteInputs
 from tests.fakes.engine_harness import (
     FakeWorkers,
     async_test,
@@ -46,7 +47,7 @@ async def test_request_streams_accepted_text_then_one_terminal_delta(tmp_path):
 async def test_leaving_the_context_early_aborts_the_request_at_the_worker(tmp_path):
     async with running_engine(fast_config(), FakeWorkers(tmp_path)) as engine:
         await wait_ready(engine)
-        async with engine.request("complete", {"prompt": "x"}, sampling(1000), True) as ds:
+        async with engine.request(CompleteInputs("x", sampling(1000)), True) as ds:
             rid = ds.request_id
             async for batch in ds:
                 if any(d.text for d in batch):
@@ -102,7 +103,7 @@ async def test_slow_reader_gets_merged_text_not_one_delta_per_token(tmp_path):
         fast_config(), FakeWorkers(tmp_path, "--token-interval", "0")
     ) as engine:
         await wait_ready(engine)
-        async with engine.request("complete", {"prompt": "x"}, sampling(50), True) as ds:
+        async with engine.request(CompleteInputs("x", sampling(50)), True) as ds:
             await asyncio.sleep(0.5)  # everything arrives while nobody reads
             batches = [batch async for batch in ds]
     assert len(batches) == 1 and len(batches[0]) == 2

@@ -165,7 +165,7 @@ def test_chat_request_reaches_the_engine_as_op_chat(engine, client):
     client.post("/v1/chat/completions", json={**CHAT, "temperature": 0.3})
     request = engine.last
     assert request.op == "chat"
-    assert request.inputs["messages"] == [{"role": "user", "content": "hi"}]
+    assert request.inputs.messages == [{"role": "user", "content": "hi"}]
     assert request.sampling.temperature == 0.3
     assert request.stream is False
 
@@ -179,7 +179,7 @@ def test_text_completion_response_shape(engine, client):
     assert body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"]["total_tokens"] == 7
     assert engine.last.op == "complete"
-    assert engine.last.inputs == {"prompt": [1, 2]}
+    assert engine.last.inputs.prompt == [1, 2]
 
 
 def test_two_prompts_are_400_naming_prompt(client):

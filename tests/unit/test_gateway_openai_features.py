@@ -7,6 +7,7 @@ import pytest
 
 from gateway.http.errors import APIError
 from gateway.openai.requests import parse_chat, parse_completion
+from protocol.inputs import JsonObject, JsonSchema
 
 USER = [{"role": "user", "content": "hi"}]
 WEATHER = {
@@ -39,28 +40,28 @@ def rejected(parse, **fields) -> APIError:
 
 def test_function_tools_reach_the_worker_inputs():
     inputs = chat(tools=[WEATHER]).inputs
-    assert inputs["tools"] == [WEATHER]
-    assert "tool_choice" not in inputs
+    assert inputs.tools == [WEATHER]
+    assert inputs.tool_choice is None
 
 
 def test_a_tool_without_parameters_gets_an_empty_object_schema():
     tool = {"type": "function", "function": {"name": "now"}}
-    function = chat(tools=[tool]).inputs["tools"][0]["function"]
+    function = chat(tools=[tool]).inputs.tools[0]["function"]
     assert function == {"name": "now", "parameters": {"type": "object", "properties": {}}}
 
 
 @pytest.mark.parametrize("choice", ["auto", "none", "required"])
 def test_tool_choice_strings_reach_the_worker(choice):
-    assert chat(tools=[WEATHER], tool_choice=choice).inputs["tool_choice"] == choice
+    assert chat(tools=[WEATHER], tool_choice=choice).inputs.tool_choice == choice
 
 
 def test_named_tool_choice_reaches_the_worker():
     choice = {"type": "function", "function": {"name": "weather"}}
-    assert chat(tools=[WEATHER], tool_choice=choice).inputs["tool_choice"] == choice
+    assert chat(tools=[WEATHER], tool_choice=choice).inputs.tool_choice == choice
 
 
 def test_parallel_tool_calls_reaches_the_worker():
-    assert chat(tools=[WEATHER], parallel_tool_calls=False).inputs["parallel_tool_calls"] is False
+    assert chat(tools=[WEATHER], parallel_tool_calls=False).inputs.parallel_tool_calls is False
 
 
 def test_named_tool_choice_must_name_a_defined_tool():
@@ -108,7 +109,7 @@ def test_tool_round_trip_messages_are_normalized():
         {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "hm"},
         {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
     ]
-    got = parse_chat({"model": "tiny", "messages": messages}, 1).inputs["messages"]
+    got = parse_chat({"model": "tiny", "messages": messages}, 1).inputs.messages
     assert got == [
         {"role": "user", "content": "weather?"},
         {"role": "assistant", "content": "", "tool_calls": [call], "reasoning_content": "hm"},
@@ -119,7 +120,7 @@ def test_tool_round_trip_messages_are_normalized():
 def test_tool_call_arguments_given_as_an_object_become_json_text():
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
     messages = [*USER, {"role": "assistant", "tool_calls": [call]}]
-    got = parse_chat({"model": "tiny", "messages": messages}, 1).inputs["messages"][1]
+    got = parse_chat({"model": "tiny", "messages": messages}, 1).inputs.messages[1]
     assert got["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
 
 
@@ -128,13 +129,13 @@ def test_tool_call_arguments_given_as_an_object_become_json_text():
 
 @pytest.mark.parametrize("effort, thinking", [("none", False), ("minimal", False), ("high", True)])
 def test_reasoning_effort_switches_the_templates_thinking(effort, thinking):
-    kwargs = chat(reasoning_effort=effort).inputs["chat_template_kwargs"]
+    kwargs = chat(reasoning_effort=effort).inputs.chat_template_kwargs
     assert kwargs == {"enable_thinking": thinking}
 
 
 def test_explicit_enable_thinking_wins_over_reasoning_effort():
     kwargs = chat(reasoning_effort="high", chat_template_kwargs={"enable_thinking": False})
-    assert kwargs.inputs["chat_template_kwargs"] == {"enable_thinking": False}
+    assert kwargs.inputs.chat_template_kwargs == {"enable_thinking": False}
 
 
 def test_unknown_reasoning_effort_is_rejected():
@@ -145,20 +146,13 @@ def test_unknown_reasoning_effort_is_rejected():
 
 
 def test_json_object_response_format_becomes_a_constraint():
-    assert chat(response_format={"type": "json_object"}).sampling.constraint == {
-        "type": "json_object"
-    }
+    assert chat(response_format={"type": "json_object"}).sampling.constraint == JsonObject()
 
 
 def test_json_schema_response_format_becomes_a_constraint():
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "N", "schema": schema, "strict": True}}
-    assert chat(response_format=fmt).sampling.constraint == {
-        "type": "json_schema",
-        "schema": schema,
-        "name": "N",
-        "strict": True,
-    }
+    assert chat(response_format=fmt).sampling.constraint == JsonSchema(schema, "N", True)
 
 
 def test_text_response_format_is_no_constraint():
@@ -188,7 +182,7 @@ def test_json_response_format_with_callable_tools_is_an_unsupported_combination(
 
 def test_json_response_format_with_tool_choice_none_is_accepted():
     req = chat(tools=[WEATHER], tool_choice="none", response_format={"type": "json_object"})
-    assert req.sampling.constraint == {"type": "json_object"}
+    assert req.sampling.constraint == JsonObject()
 
 
 # -- logprobs, n, completions extras ---------------------------------------------------------
@@ -220,12 +214,12 @@ def test_n_is_read_and_limited():
 
 
 def test_n_choices_get_consecutive_seeds():
-    seeds = [s.seed for s in chat(n=3, seed=7).samplings()]
+    seeds = [c.sampling.seed for c in chat(n=3, seed=7).choices()]
     assert seeds == [7, 8, 9]
 
 
 def test_n_choices_without_a_seed_stay_unseeded():
-    assert [s.seed for s in chat(n=2).samplings()] == [None, None]
+    assert [c.sampling.seed for c in chat(n=2).choices()] == [None, None]
 
 
 def test_completion_logprobs_set_the_alternatives():

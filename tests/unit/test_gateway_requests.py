@@ -81,7 +81,7 @@ def test_stop_list_is_kept_in_order():
 
 def test_chat_template_kwargs_reach_the_worker_inputs():
     inputs = chat(chat_template_kwargs={"enable_thinking": False}).inputs
-    assert inputs["chat_template_kwargs"] == {"enable_thinking": False}
+    assert inputs.chat_template_kwargs == {"enable_thinking": False}
 
 
 def test_stream_options_include_usage_is_read():
@@ -204,7 +204,7 @@ def test_messages_are_normalized_to_role_and_string_content():
         {"role": "assistant", "content": "hello", "tool_calls": [], "refusal": None},
     ]
     req = parse_chat({"model": "tiny", "messages": messages}, default_max_tokens=1)
-    assert req.inputs["messages"] == [
+    assert req.inputs.messages == [
         {"role": "system", "content": "be brief"},
         {"role": "system", "content": "a\nb"},
         {"role": "user", "content": "hi"},
@@ -272,8 +272,8 @@ def test_unrepresentable_messages_are_rejected_naming_the_path(messages, param):
 )
 def test_completion_prompt_forms(prompt, expected):
     req = completion(prompt=prompt)
-    assert req.op == "complete"
-    assert req.inputs == {"prompt": expected}
+    assert req.inputs.op == "complete"
+    assert req.inputs.prompt == expected
 
 
 @pytest.mark.parametrize("prompt", [["a", "b"], [[1], [2]]])

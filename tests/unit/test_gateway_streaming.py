@@ -16,7 +16,8 @@ from gateway.app import create_app
 from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.http import errors
 from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
-from protocol.messages import Delta, SamplingParams
+from protocol.inputs import ChatInputs, SamplingParams
+from protocol.messages import Delta
 from tests.unit.gateway_fake import (
     HANG,
     FakeEngine,
@@ -236,7 +237,8 @@ def run_response(batches: list, error) -> tuple[list[dict], FakeEngine]:
             sent.append(message)
 
         async def enter(stack: AsyncExitStack) -> tuple:
-            return await enter_one(engine, "chat", {}, SamplingParams(max_tokens=1), stack, "thing")
+            inputs = ChatInputs([], SamplingParams(max_tokens=1))
+            return await enter_one(engine, inputs, stack, "thing")
 
         opened = await open_stream(Request({"type": "http"}, never_disconnects), enter)
         await StreamedResponse(opened, encode, error, "thing")({}, never_disconnects, send)
@@ -325,4 +327,4 @@ def test_openai_sdk_sends_extra_body_extensions(sdk_client):
         extra_body={"top_k": 20, "chat_template_kwargs": {"enable_thinking": False}},
     )
     assert engine.last.sampling.top_k == 20
-    assert engine.last.inputs["chat_template_kwargs"] == {"enable_thinking": False}
+    assert engine.last.inputs.chat_template_kwargs == {"enable_thinking": False}

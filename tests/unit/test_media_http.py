@@ -14,9 +14,9 @@ from PIL import Image
 
 from gateway.media.addresses import address_problem
 from gateway.media.resolve import MediaSettings
-from protocol.messages import Ready
+from protocol.ready import Capability
 from tests.media_http import MediaServer
-from tests.unit.gateway_fake import FakeEngine, make_client
+from tests.unit.gateway_fake import FakeEngine, make_client, ready
 
 OMNI = ["chat", "complete", "image_in", "audio_in"]
 
@@ -36,7 +36,7 @@ WAV = b"RIFF" + struct.pack("<I", 36) + b"WAVEfmt " + b"\x00" * 24
 
 def engine_with(capabilities: list[str]) -> FakeEngine:
     engine = FakeEngine()
-    engine.ready_info = Ready(1, "/models/tiny", capabilities, {"max_context": 4096}, 7)
+    engine.ready_info = ready(*(Capability(c) for c in capabilities))
     return engine
 
 
@@ -70,9 +70,9 @@ def test_images_and_audio_reach_the_worker_as_parts_and_bytes_in_order(engine, c
     response = client.post("/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     inputs = engine.last.inputs
-    assert inputs["images"] == [red, blue]
-    assert inputs["audios"] == [WAV]
-    assert inputs["messages"][0]["content"] == [
+    assert inputs.images == [red, blue]
+    assert inputs.audios == [WAV]
+    assert inputs.messages[0]["content"] == [
         {"type": "text", "text": "what is this?"},
         {"type": "image"},
         {"type": "audio"},
@@ -87,14 +87,14 @@ def test_a_streamed_request_gets_its_images_too(engine, client):
     ) as response:
         assert response.status_code == 200
         assert "data: [DONE]" in response.read().decode()
-    assert engine.last.inputs["images"] == [image]
+    assert engine.last.inputs.images == [image]
 
 
 def test_text_requests_carry_no_media_keys(engine, client):
     response = client.post("/v1/chat/completions", json=chat_body())
     assert response.status_code == 200
-    assert engine.last.inputs["messages"] == [{"role": "user", "content": "what is this?"}]
-    assert "images" not in engine.last.inputs and "audios" not in engine.last.inputs
+    assert engine.last.inputs.messages == [{"role": "user", "content": "what is this?"}]
+    assert engine.last.inputs.images == engine.last.inputs.audios == []
 
 
 def test_a_text_model_refuses_images_naming_the_part():
@@ -153,7 +153,7 @@ def test_local_files_are_served_from_the_allowed_directory_only(engine, tmp_path
         ok = client.post("/v1/chat/completions", json=chat_body(image_part("cat.png")))
         escape = client.post("/v1/chat/completions", json=chat_body(image_part("../x.png")))
     assert ok.status_code == 200, ok.text
-    assert engine.last.inputs["images"] == [image]
+    assert engine.last.inputs.images == [image]
     assert escape.status_code == 400
     assert "outside the allowed media directory" in escape.json()["error"]["message"]
 
@@ -173,7 +173,7 @@ def test_remote_images_are_fetched_under_the_address_policy(engine, client):
             )
             hop = client.post("/v1/chat/completions", json=chat_body(image_part(public.url("/r"))))
     assert ok.status_code == 200, ok.text
-    assert engine.last.inputs["images"] == [image]
+    assert engine.last.inputs.images == [image]
     assert hop.status_code == 400
     assert "loopback" in hop.json()["error"]["message"]
     assert private.hits == []
@@ -199,8 +199,8 @@ def test_anthropic_base64_images_reach_the_worker(engine, client):
     body = {"model": "tiny", "max_tokens": 8, "messages": [{"role": "user", "content": content}]}
     response = client.post("/v1/messages", json=body)
     assert response.status_code == 200, response.text
-    assert engine.last.inputs["images"] == [image]
-    assert engine.last.inputs["messages"][0]["content"] == [
+    assert engine.last.inputs.images == [image]
+    assert engine.last.inputs.messages[0]["content"] == [
         {"type": "image"},
         {"type": "text", "text": "describe"},
     ]

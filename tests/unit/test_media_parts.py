@@ -30,7 +30,7 @@ def test_openai_media_parts_become_contract_parts_in_order():
         {"role": "user", "content": [AUDIO, {"type": "text", "text": "and this?"}, IMG_B]},
     ]
     req = chat(messages)
-    assert req.inputs["messages"] == [
+    assert req.inputs.messages == [
         {"role": "system", "content": "be brief"},
         {
             "role": "user",
@@ -54,7 +54,7 @@ def test_openai_media_parts_become_contract_parts_in_order():
         ),
         MediaItem("image", "messages[3].content[2].image_url.url", url=IMG_B["image_url"]["url"]),
     )
-    assert "images" not in req.inputs  # bytes arrive when the request is about to run
+    assert req.inputs.images == []  # bytes arrive when the request is about to run
 
 
 def test_an_image_url_given_as_a_plain_string_is_accepted():
@@ -68,7 +68,7 @@ def test_text_only_requests_are_unchanged_by_a_vision_model():
     ]
     for capabilities in ((), OMNI):
         req = chat(messages, capabilities)
-        assert req.inputs["messages"] == [{"role": "user", "content": "a\nb"}]
+        assert req.inputs.messages == [{"role": "user", "content": "a\nb"}]
         assert req.media == ()
 
 
@@ -131,7 +131,7 @@ def create(content, capabilities=VISION):
 
 def test_anthropic_image_blocks_become_contract_parts_in_order():
     req = create([B64, {"type": "text", "text": "and"}, {**URL, "cache_control": {"type": "x"}}])
-    assert req.inputs["messages"] == [
+    assert req.inputs.messages == [
         {
             "role": "user",
             "content": [{"type": "image"}, {"type": "text", "text": "and"}, {"type": "image"}],
@@ -145,7 +145,7 @@ def test_anthropic_image_blocks_become_contract_parts_in_order():
 
 def test_anthropic_text_blocks_stay_one_string():
     req = create([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
-    assert req.inputs["messages"] == [{"role": "user", "content": "a\nb"}]
+    assert req.inputs.messages == [{"role": "user", "content": "a\nb"}]
     assert req.media == ()
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.messages import Delta, Ready, Segment, Usage
+from protocol.messages import Delta, Segment, Usage
+from protocol.ready import Capability, SpeechInfo, TranscriptionInfo, Voice
 from tests.openai_spec import request_properties
-from tests.unit.gateway_fake import FakeEngine, accepted, make_client
+from tests.unit.gateway_fake import FakeEngine, accepted, make_client, ready
 
 # The request fields of the vendored document (openai-openapi f85dbe2, 2026-08-21).
 RECORDED = {
@@ -61,15 +62,21 @@ FORM_OPERATIONS = {
     "CreateTranscriptionRequest": "/v1/audio/transcriptions",
     "CreateTranslationRequest": "/v1/audio/translations",
 }
-AUDIO = {"voices": [{"name": "ryan", "language": None}], "sample_rate": 8000, "streaming": True}
+AUDIO = SpeechInfo(
+    "tiny", "/models/tiny", "qwen3_tts", [Voice("ryan")], False, False, False, True, [], False,
+    True, 8000,
+)  # fmt: skip
 
 
 def _engine() -> FakeEngine:
     done = Delta("r", finish_reason="stop", usage=Usage(3, 2), segments=[Segment(0, 0, 1, "x")])
     engine = FakeEngine([accepted(), [Delta("r", text="x", audio=b"\0\0", sample_rate=8000)]])
     engine.script.append([done])
-    capabilities = ["chat", "complete", "speech", "transcribe", "translate"]
-    engine.ready_info = Ready(5, "/models/tiny", capabilities, {"max_context": 4096}, 7, AUDIO)
+    capabilities = [
+        Capability(c) for c in ("chat", "complete", "speech", "transcribe", "translate")
+    ]
+    asr = TranscriptionInfo("/models/tiny", "whisper", 16000, True)
+    engine.ready_info = ready(*capabilities, speech=AUDIO, transcription=asr)
     return engine
 
 

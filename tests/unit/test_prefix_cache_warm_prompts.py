@@ -14,8 +14,14 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
-from launch.warm_prompts import WarmPrompt, WarmPromptsError, load_warm_prompts, parse_warm_prompts
-from protocol.messages import Op
+from launch.warm_prompts import (
+    PREFILL_ONLY,
+    WarmPrompt,
+    WarmPromptsError,
+    load_warm_prompts,
+    parse_warm_prompts,
+)
+from protocol.inputs import ChatInputs, CompleteInputs
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
@@ -28,17 +34,17 @@ def test_chat_and_completion_lines_become_submit_inputs_with_their_line_numbers(
     chat = {"messages": [{"role": "system", "content": "Be brief."}]}
     text = json.dumps(chat) + '\n\n{"prompt": "Once"}\n"Twice"\n{"prompt": [1, 2]}\n'
     assert parse_warm_prompts(text) == [
-        WarmPrompt(1, Op.CHAT, chat),
-        WarmPrompt(3, Op.COMPLETE, {"prompt": "Once"}),
-        WarmPrompt(4, Op.COMPLETE, {"prompt": "Twice"}),
-        WarmPrompt(5, Op.COMPLETE, {"prompt": [1, 2]}),
+        WarmPrompt(1, ChatInputs(chat["messages"], PREFILL_ONLY)),
+        WarmPrompt(3, CompleteInputs("Once", PREFILL_ONLY)),
+        WarmPrompt(4, CompleteInputs("Twice", PREFILL_ONLY)),
+        WarmPrompt(5, CompleteInputs([1, 2], PREFILL_ONLY)),
     ]
 
 
 def test_chat_template_kwargs_travel_with_the_messages():
     line = '{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"a": 1}}'
     (prompt,) = parse_warm_prompts(line)
-    assert prompt.inputs["chat_template_kwargs"] == {"a": 1}
+    assert prompt.inputs.chat_template_kwargs == {"a": 1}
 
 
 @pytest.mark.parametrize(
@@ -87,7 +93,9 @@ def test_an_unreadable_file_is_an_error_naming_it(tmp_path):
 def test_the_file_is_read_from_disk(tmp_path):
     path = tmp_path / "warm.jsonl"
     path.write_text('{"prompt": "Once upon a time"}\n')
-    assert load_warm_prompts(path) == [WarmPrompt(1, Op.COMPLETE, {"prompt": "Once upon a time"})]
+    assert load_warm_prompts(path) == [
+        WarmPrompt(1, CompleteInputs("Once upon a time", PREFILL_ONLY))
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ from functools import partial
 
 import pytest
 
-from protocol.messages import ControlCall, ErrorCode
+from protocol.messages import ControlCall, ControlMethod, ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.support.inputs import chat
 from worker.runtime.errors import RequestError
 from worker.runtime.handoff import Handoff
 from worker.runtime.io_threads import Receiver
@@ -43,12 +44,12 @@ def qwen3():
 
 
 def prompt_text(text_model, inputs) -> str:
-    return text_model.tokenizer.decode(chat_prompt_tokens(text_model.tokenizer, inputs))
+    return text_model.tokenizer.decode(chat_prompt_tokens(text_model.tokenizer, chat(**inputs)))
 
 
 def bad_request(text_model, inputs) -> str:
     with pytest.raises(RequestError) as caught:
-        chat_prompt_tokens(text_model.tokenizer, inputs)
+        chat_prompt_tokens(text_model.tokenizer, chat(**inputs))
     assert caught.value.code == ErrorCode.BAD_REQUEST
     return caught.value.message
 
@@ -106,15 +107,14 @@ def test_earlier_reasoning_reaches_the_template(qwen3):
 def test_a_developer_message_is_a_system_message(qwen3):
     developer = [{"role": "developer", "content": "Be brief."}, CONVERSATION[0]]
     system = [{"role": "system", "content": "Be brief."}, CONVERSATION[0]]
-    assert chat_prompt_tokens(qwen3.tokenizer, {"messages": developer}) == chat_prompt_tokens(
-        qwen3.tokenizer, {"messages": system}
+    assert chat_prompt_tokens(qwen3.tokenizer, chat(developer)) == chat_prompt_tokens(
+        qwen3.tokenizer, chat(system)
     )
 
 
 @pytest.mark.parametrize(
     "inputs, named",
     [
-        ({"tools": "x"}, "tools must be a list"),
         ({"tools": [{"type": "retrieval"}]}, "tools[0]"),
         ({"tools": [{"type": "function", "function": {}}]}, "tools[0].function"),
         (
@@ -134,10 +134,10 @@ def test_malformed_tool_calls_are_bad_requests_naming_the_message(qwen3):
 
 
 def test_count_chat_tokens_is_the_prompt_length_tools_included(qwen3):
-    inputs = {"messages": CONVERSATION, "tools": [TOOL]}
+    inputs = chat(CONVERSATION, tools=[TOOL])
     count = count_chat_tokens(qwen3.tokenizer, inputs)
     assert count == len(chat_prompt_tokens(qwen3.tokenizer, inputs))
-    assert count > count_chat_tokens(qwen3.tokenizer, {"messages": CONVERSATION})
+    assert count > count_chat_tokens(qwen3.tokenizer, chat(CONVERSATION))
 
 
 def receiver_reply(counter, args):
@@ -145,22 +145,22 @@ def receiver_reply(counter, args):
     receiver = Receiver(None, Handoff(), outbox, WorkerStats(model="m"))
     if counter is not None:
         receiver.set_token_counter(counter)
-    receiver._on_control(ControlCall(call_id=7, method="count_tokens", args=args))
+    receiver._on_control(ControlCall(7, ControlMethod.COUNT_TOKENS, args))
     return outbox.get_nowait()
 
 
 def test_the_count_tokens_control_call_replies_input_tokens(qwen3):
-    inputs = {"messages": CONVERSATION[:1]}
+    inputs = chat(CONVERSATION[:1])
     reply = receiver_reply(partial(count_chat_tokens, qwen3.tokenizer), inputs)
     assert reply.ok and reply.call_id == 7
     assert reply.result == {"input_tokens": len(chat_prompt_tokens(qwen3.tokenizer, inputs))}
 
 
 def test_count_tokens_of_malformed_inputs_replies_the_error(qwen3):
-    reply = receiver_reply(partial(count_chat_tokens, qwen3.tokenizer), {"messages": []})
+    reply = receiver_reply(partial(count_chat_tokens, qwen3.tokenizer), chat([]))
     assert not reply.ok and "messages" in reply.error
 
 
-def test_count_tokens_before_the_model_is_loaded_replies_an_error():
-    reply = receiver_reply(None, {"messages": CONVERSATION[:1]})
-    assert not reply.ok and "loaded" in reply.error
+def test_count_tokens_on_a_model_that_does_not_count_replies_an_error():
+    reply = receiver_reply(None, chat(CONVERSATION[:1]))
+    assert not reply.ok and "does not count tokens" in reply.error

@@ -1,24 +1,36 @@
-"""Pins the wire protocol: tags, field order and the msgpack layout of every message."""
+"""Pins the wire protocol: tags, field order, the msgpack layout, and decoding by type."""
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import msgpack
+import msgspec
 import pytest
 
 from protocol import PROTOCOL_VERSION, ProtocolError, decode, encode
+from protocol.inputs import (
+    ChatInputs,
+    CompleteInputs,
+    EmbedInputs,
+    JsonObject,
+    JsonSchema,
+    Op,
+    SamplingParams,
+    SpeechInputs,
+    TranscribeInputs,
+)
 from protocol.messages import (
-    MESSAGE_TAGS,
+    MESSAGES,
     Abort,
     ControlCall,
+    ControlMethod,
     ControlReply,
     Delta,
+    ErrorCode,
     ErrorInfo,
     Fatal,
+    FinishReason,
     Heartbeat,
     Ready,
-    SamplingParams,
     Segment,
     Step,
     Submit,
@@ -27,13 +39,17 @@ from protocol.messages import (
     ToolCallDelta,
     Usage,
 )
+from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo, Voice
 
 # Changing any of these is a protocol change: bump PROTOCOL_VERSION with it.
 PINNED_FIELDS = {
-    Submit: ("request_id", "op", "inputs", "sampling", "stream", "deadline"),
+    Submit: ("request_id", "inputs", "stream", "deadline"),
     Abort: ("request_ids",),
-    ControlCall: ("call_id", "method", "args"),
-    Ready: ("protocol_version", "model", "capabilities", "limits", "pid", "audio"),
+    ControlCall: ("call_id", "method", "chat"),
+    Ready: (
+        "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
+        "transcription",
+    ),
     Step: ("deltas",),
     ControlReply: ("call_id", "ok", "result", "error"),
     Heartbeat: ("time", "active", "waiting"),
@@ -43,6 +59,28 @@ PINNED_FIELDS = {
         "presence_penalty", "frequency_penalty", "seed", "logit_bias", "stop", "logprobs",
         "constraint",
     ),
+    JsonObject: (),
+    JsonSchema: ("schema", "name", "strict"),
+    ChatInputs: (
+        "messages", "sampling", "chat_template_kwargs", "tools", "tool_choice",
+        "parallel_tool_calls", "thinking_budget", "images", "audios",
+    ),
+    CompleteInputs: ("prompt", "sampling"),
+    SpeechInputs: (
+        "input", "voice", "instructions", "language", "speed", "seed", "ref_audio", "ref_text",
+        "sample_format",
+    ),
+    TranscribeInputs: (
+        "audio", "filename", "language", "prompt", "temperature", "task", "timestamps",
+    ),
+    EmbedInputs: ("input", "dimensions"),
+    TextInfo: ("max_context", "batching"),
+    Voice: ("name", "language"),
+    SpeechInfo: (
+        "model", "model_path", "family", "voices", "cloning", "ref_text", "descriptions",
+        "instructions", "languages", "speed", "streaming", "sample_rate",
+    ),
+    TranscriptionInfo: ("model_path", "family", "sample_rate", "word_timestamps"),
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
@@ -61,49 +99,84 @@ PINNED_FIELDS = {
 PINNED_TAGS = {
     Submit: 1, Abort: 2, ControlCall: 3,
     Ready: 16, Step: 17, ControlReply: 18, Heartbeat: 19, Fatal: 20,
+    ChatInputs: "chat", CompleteInputs: "complete", SpeechInputs: "speech",
+    TranscribeInputs: "transcribe", EmbedInputs: "embed",
+    JsonObject: "json_object", JsonSchema: "json_schema",
+}  # fmt: skip
+
+PINNED_VALUES = {
+    Op: ["chat", "complete", "speech", "transcribe", "embed"],
+    FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
+    ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader"],
+    ControlMethod: ["stats", "shutdown", "count_tokens"],
+    Capability: [
+        "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
+    ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 5
+    assert PROTOCOL_VERSION == 6
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
 def test_field_order_is_pinned(cls):
-    assert tuple(f.name for f in fields(cls)) == PINNED_FIELDS[cls]
+    assert cls.__struct_fields__ == PINNED_FIELDS[cls]
+
+
+@pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
+def test_every_structure_is_a_positional_array(cls):
+    assert cls.__struct_config__.array_like
 
 
 def test_tags_are_pinned_and_unique():
-    assert {cls: int(tag) for cls, tag in MESSAGE_TAGS.items()} == PINNED_TAGS
+    assert {cls: cls.__struct_config__.tag for cls in PINNED_TAGS} == PINNED_TAGS
+    assert {cls: cls.__struct_config__.tag for cls in MESSAGES} == {
+        cls: int(Tag[cls.__name__.upper().replace("CONTROLCALL", "CONTROL_CALL")])
+        if cls is not ControlReply
+        else int(Tag.CONTROL_REPLY)
+        for cls in MESSAGES
+    }
     assert len(set(Tag)) == len(Tag)
 
 
-def test_submit_wire_layout_is_a_positional_array():
+@pytest.mark.parametrize("enum", list(PINNED_VALUES), ids=lambda e: e.__name__)
+def test_enum_values_are_pinned(enum):
+    assert [m.value for m in enum] == PINNED_VALUES[enum]
+
+
+def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
     sub = Submit(
         request_id="r1",
-        op="chat",
-        inputs={"messages": [{"role": "user", "content": "hi"}]},
-        sampling=SamplingParams(max_tokens=8, temperature=0.0, logit_bias={5: -1.5}, stop=["x"]),
+        inputs=ChatInputs(
+            messages=[{"role": "user", "content": "hi"}],
+            sampling=SamplingParams(max_tokens=8, temperature=0.0, logit_bias={5: -1.5}),
+        ),
         stream=True,
-        deadline=None,
     )
     raw = msgpack.unpackb(encode(sub), strict_map_key=False)
+    sampling = [8, 0.0, None, None, None, None, None, None, None, {5: -1.5}, [], None, None]
+    messages = [{"role": "user", "content": "hi"}]
     assert raw == [
         1,
         "r1",
-        "chat",
-        {"messages": [{"role": "user", "content": "hi"}]},
-        [8, 0.0, None, None, None, None, None, None, None, {5: -1.5}, ["x"], None, None],
+        ["chat", messages, sampling, {}, [], None, None, None, [], []],
         True,
         None,
     ]
+
+
+def test_a_constraint_travels_as_its_tagged_array():
+    sampling = SamplingParams(4, constraint=JsonSchema({"type": "object"}, "x", True))
+    raw = msgpack.unpackb(encode(Submit("r", CompleteInputs("a", sampling), False)))
+    assert raw[2][2][-1] == ["json_schema", {"type": "object"}, "x", True]
 
 
 def test_step_wire_layout_nests_deltas_usage_and_error():
     step = Step(
         deltas=[
             Delta("a", "he", [7, 8]),
-            Delta("b", "", [], "error", Usage(3, 0), ErrorInfo("bad_request", "too long")),
+            Delta("b", "", [], FinishReason.ERROR, Usage(3, 0), ErrorInfo("bad_request", "long")),
         ]
     )
     raw = msgpack.unpackb(encode(step))
@@ -111,24 +184,10 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
         17,
         [
             ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", ""],
-            [
-                "b",
-                "",
-                [],
-                "error",
-                [3, 0, 0, 0],
-                ["bad_request", "too long"],
-                "",
-                [],
-                None,
-                b"",
-                0,
-                [],
-                "",
-                "",
-            ],
+            ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long"], "", [], None, b"", 0,
+             [], "", ""],
         ],
-    ]
+    ]  # fmt: skip
 
 
 def test_delta_wire_layout_nests_tool_calls_and_logprobs():
@@ -146,39 +205,74 @@ def test_delta_wire_layout_nests_tool_calls_and_logprobs():
         [[0, "call_1", "get", '{"a"']],
         [[9, "x", -0.5, [[9, "x", -0.5], [3, "y", -1.0]]]],
     ]
-    assert decode(encode(Step([delta]))) == Step([delta])
+
+
+def test_ready_keeps_its_version_and_pid_first():
+    raw = msgpack.unpackb(encode(Ready(PROTOCOL_VERSION, 4321, "/m", [Capability.CHAT], 8)))
+    assert raw[:3] == [16, PROTOCOL_VERSION, 4321]
+
+
+def test_decoding_gives_enums_and_structures_not_strings_and_lists():
+    frame = encode(Step([Delta("a", finish_reason=FinishReason.STOP, usage=Usage(1, 2))]))
+    [delta] = decode(frame).deltas
+    assert delta.finish_reason is FinishReason.STOP and isinstance(delta.usage, Usage)
+    submit = decode(encode(Submit("r", SpeechInputs("hi", seed=3), False)))
+    assert isinstance(submit.inputs, SpeechInputs) and submit.op is Op.SPEECH
+
+
+SPEECH = SpeechInfo(
+    "tts", "/tts", "qwen3_tts", [Voice("aiden", "english")], True, True, False, True,
+    ["auto"], False, True, 24000,
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
     "message",
     [
-        Submit("r", "complete", {"prompt": [1, 2, 3]}, SamplingParams(4, seed=7), False, 12.5),
-        Abort(["a", "b"]),
-        ControlCall(3, "stats"),
-        Ready(PROTOCOL_VERSION, "/m", ["chat", "complete"], {"max_context": 4096}, 1234),
-        Step([Delta("a", "x", [1], "length", Usage(2, 1, cached_tokens=1))]),
+        Submit("r", CompleteInputs([1, 2, 3], SamplingParams(4, seed=7)), False, 12.5),
         Submit(
             "s",
-            "chat",
-            {"messages": [], "tools": [{"type": "function"}]},
-            SamplingParams(4, logprobs=2, constraint={"type": "json_object"}),
+            ChatInputs(
+                [{"role": "user", "content": [{"type": "image"}]}],
+                SamplingParams(4, logprobs=2, constraint=JsonObject()),
+                tools=[{"type": "function", "function": {"name": "f"}}],
+                tool_choice={"type": "function", "function": {"name": "f"}},
+                thinking_budget=10,
+                images=[b"\x89PNG"],
+            ),
             True,
         ),
-        ControlReply(3, True, {"active": 0}),
-        ControlReply(4, False, None, "no such method"),
-        Heartbeat(1.5, 2, 0),
-        Ready(3, "/tts", ["speech"], {}, 7, {"voices": [{"name": "aiden"}], "sample_rate": 24000}),
+        Submit("t", SpeechInputs("hi", voice="aiden", ref_audio=b"RIFF", seed=1), True),
+        Submit("u", TranscribeInputs(b"RIFF", "a.wav", "en", timestamps=["word"]), False),
+        Submit("v", EmbedInputs(["a", [1, 2]]), False),
+        Abort(["a", "b"]),
+        ControlCall(3, ControlMethod.STATS),
+        ControlCall(4, ControlMethod.COUNT_TOKENS, ChatInputs([], SamplingParams(1))),
+        Ready(PROTOCOL_VERSION, 1234, "/m", [Capability.CHAT], 8, TextInfo(4096, "continuous")),
+        Ready(PROTOCOL_VERSION, 7, "/tts", [Capability.SPEECH], 1, speech=SPEECH),
+        Ready(
+            PROTOCOL_VERSION,
+            7,
+            "/w",
+            [Capability.TRANSCRIBE],
+            1,
+            transcription=TranscriptionInfo("/w", "whisper", 16000, True),
+        ),  # fmt: skip
+        Step([Delta("a", "x", [1], FinishReason.LENGTH, Usage(2, 1, cached_tokens=1))]),
         Step(
             [
                 Delta("t", audio=b"\x00\x01" * 4, sample_rate=24000),
                 Delta(
                     "s",
                     "hi",
-                    segments=[Segment(0, 0.0, 1.5, "hi", [["hi", 0.1, 0.4]])],
+                    segments=[Segment(0, 0.0, 1.5, "hi", [["hi", 0.1, 0.4]], tokens=[5])],
                     language="en",
                 ),
             ]
         ),
+        ControlReply(3, True, {"active": 0}),
+        ControlReply(4, False, None, "no such method"),
+        Heartbeat(1.5, 2, 0),
         Fatal("cannot load", "Traceback ..."),
     ],
     ids=lambda m: type(m).__name__,
@@ -194,10 +288,30 @@ def test_every_message_round_trips(message):
         msgpack.packb({"not": "an array"}),
         msgpack.packb([]),
         msgpack.packb([99, "x"]),  # unknown tag
+        msgpack.packb([[1], "x"]),  # a tag that is not one
         msgpack.packb([2]),  # Abort without its field
-        msgpack.packb([17, [["a", "x"]]]),  # a Delta with too few fields
+        msgpack.packb([2, "not a list"]),
+        msgpack.packb([17, [["a", 5]]]),  # a Delta whose text is a number
+        msgpack.packb([17, [["a", "x", [], "done"]]]),  # a finish reason that is none
+        msgpack.packb([1, "r", ["sing", "x"], True, None]),  # an operation that is none
+        msgpack.packb([1, 5, ["complete", "a", [4]], True, None]),  # a request id not a string
+        msgpack.packb([1, "r", ["complete", "a", [4]], True, "soon"]),  # a deadline not a number
+        msgpack.packb([3, 1, "reboot", None]),  # a control method that is none
+        msgpack.packb([19, 1.0, 1, 0, "extra"]),  # more fields than the message has
     ],
 )
 def test_invalid_frames_raise_protocol_error(frame):
     with pytest.raises(ProtocolError):
         decode(frame)
+
+
+def test_missing_trailing_fields_take_their_defaults():
+    # Positional arrays may end early: fields after the required ones have defaults.
+    delta = decode(msgpack.packb([17, [["a", "x"]]])).deltas[0]
+    assert (delta.text, delta.token_ids, delta.finish_reason) == ("x", [], None)
+
+
+def test_the_codec_only_uses_types_it_can_encode():
+    # Every field type of every structure is something msgspec converts on its own.
+    for cls in PINNED_FIELDS:
+        msgspec.inspect.type_info(cls)

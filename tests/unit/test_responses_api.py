@@ -99,7 +99,7 @@ def test_previous_response_id_continues_the_conversation():
     )
     assert second.output_text == "Sunny."
     assert second.previous_response_id == first.id
-    sent = engine.last.inputs["messages"]
+    sent = engine.last.inputs.messages
     assert sent[0] == {"role": "user", "content": "weather?"}
     assert sent[1]["tool_calls"][0]["id"] == "call_1"
     assert sent[1]["reasoning_content"] == "hmm"

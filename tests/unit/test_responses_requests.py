@@ -8,6 +8,7 @@ import pytest
 from gateway.http.errors import APIError
 from gateway.responses.requests import parse_create
 from gateway.responses.store import ResponseStore, StoredResponse
+from protocol.inputs import JsonSchema
 
 TOOL = {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": True}
 
@@ -18,7 +19,7 @@ def parse(responses: ResponseStore | None = None, **fields):
 
 
 def messages(**fields) -> list[dict]:
-    return parse(**fields).generation.inputs["messages"]
+    return parse(**fields).generation.inputs.messages
 
 
 def rejected(**fields) -> APIError:
@@ -90,7 +91,7 @@ def test_previous_response_id_prepends_the_stored_conversation_without_old_instr
     history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     store.put("resp_1", StoredResponse({}, history))
     got = parse(store, previous_response_id="resp_1", instructions="new", input="c")
-    assert got.generation.inputs["messages"] == [
+    assert got.generation.inputs.messages == [
         {"role": "system", "content": "new"},
         *history,
         {"role": "user", "content": "c"},
@@ -109,8 +110,8 @@ def test_store_false_is_read():
 
 def test_function_tools_and_choice_reach_the_worker():
     got = parse(tools=[TOOL], tool_choice={"type": "function", "name": "weather"}).generation.inputs
-    assert got["tools"][0]["function"]["name"] == "weather"
-    assert got["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
+    assert got.tools[0]["function"]["name"] == "weather"
+    assert got.tool_choice == {"type": "function", "function": {"name": "weather"}}
 
 
 def test_tools_are_echoed_with_every_field_the_function_tool_schema_requires():
@@ -129,12 +130,7 @@ def test_user_is_echoed_only_when_given():
 def test_json_schema_text_format_becomes_a_constraint():
     fmt = {"type": "json_schema", "name": "N", "schema": {"type": "object"}, "strict": True}
     constraint = parse(text={"format": fmt}).generation.sampling.constraint
-    assert constraint == {
-        "type": "json_schema",
-        "schema": {"type": "object"},
-        "name": "N",
-        "strict": True,
-    }
+    assert constraint == JsonSchema({"type": "object"}, "N", True)
 
 
 def test_max_output_tokens_and_sampling():
@@ -145,9 +141,8 @@ def test_max_output_tokens_and_sampling():
 
 @pytest.mark.parametrize("effort, thinking", [("none", False), ("high", True)])
 def test_reasoning_effort_switches_thinking(effort, thinking):
-    kwargs = parse(reasoning={"effort": effort, "summary": "auto"}).generation.inputs[
-        "chat_template_kwargs"
-    ]
+    kwargs = parse(reasoning={"effort": effort, "summary": "auto"}).generation.inputs
+    kwargs = kwargs.chat_template_kwargs
     assert kwargs == {"enable_thinking": thinking}
 
 

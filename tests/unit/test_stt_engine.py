@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import ErrorCode, FinishReason, Op, SamplingParams, Submit
+from protocol.inputs import TranscribeInputs
+from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.stt_audio import SENTENCES, concat_wavs, duration, speech_wav
 
@@ -54,7 +55,7 @@ def audio(tmp_path_factory) -> dict[str, Path]:
 def submit(path: Path | None, request_id: str = "r", **inputs) -> Submit:
     if path is not None:
         inputs = {"audio": path.read_bytes(), "filename": path.name, **inputs}
-    return Submit(request_id, Op.TRANSCRIBE, inputs, SamplingParams(max_tokens=0), stream=True)
+    return Submit(request_id, TranscribeInputs(**inputs), stream=True)
 
 
 def run(engine: SttEngine, sub: Submit) -> list:
@@ -171,7 +172,6 @@ def test_abort_ignores_unknown_requests(engine):
 @pytest.mark.parametrize(
     ("inputs", "named"),
     [
-        ({}, "`file`"),
         ({"audio": b""}, "`file`"),
         ({"audio": b"this is text, not sound", "filename": "notes.txt"}, "not in a supported"),
         ({"audio": b"RIFF....WAVEjunk", "filename": "x.wav", "language": "xx"}, "`language`"),
@@ -194,8 +194,8 @@ def test_capabilities_include_translation_for_multilingual_whisper(engine):
 
 def test_ready_info_names_the_speech_model(engine, whisper_path):
     info = engine.ready_info()
-    assert info["asr_model"] == whisper_path and info["asr_family"] == "whisper"
-    assert info["asr_sample_rate"] == 16000
+    assert info.model_path == whisper_path and info.family == "whisper"
+    assert info.sample_rate == 16000
 
 
 def test_load_stt_engine_refuses_a_text_model_naming_supported_families():

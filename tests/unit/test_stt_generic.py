@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from protocol.messages import ErrorCode, FinishReason, Op, SamplingParams, Submit
+from protocol.inputs import TranscribeInputs
+from protocol.messages import ErrorCode, FinishReason, Submit
 
 pytest.importorskip("mlx_audio.stt")
 
@@ -67,7 +68,7 @@ class FakeParakeet:
 
 
 def transcribe(engine: SttEngine, **inputs) -> list:
-    sub = Submit("r", Op.TRANSCRIBE, inputs, SamplingParams(max_tokens=0), stream=True)
+    sub = Submit("r", TranscribeInputs(**inputs), stream=True)
     deltas = [engine.admit(sub)]
     while deltas[-1].finish_reason is None:
         deltas.extend(engine.step())
@@ -95,7 +96,7 @@ def test_long_audio_is_chunked_with_segment_offsets_from_the_file_start():
 
 def test_each_chunk_is_one_step():
     engine = SttEngine(FakeQwenAsr(), "/m/qwen3-asr", "qwen3_asr")
-    sub = Submit("r", Op.TRANSCRIBE, {"audio": wav_bytes(70.0)}, SamplingParams(0), True)
+    sub = Submit("r", TranscribeInputs(wav_bytes(70.0)), True)
     engine.admit(sub)
     first = engine.step()
     assert first[0].finish_reason is None and first[0].text == "chunk1"
@@ -134,9 +135,7 @@ def test_parakeet_sentences_become_segments_and_usage_counts_their_tokens():
 )
 def test_options_a_family_cannot_honour_are_refused(inputs, named):
     engine = SttEngine(FakeParakeet(), "/m/parakeet", "parakeet")
-    delta = engine.admit(
-        Submit("r", Op.TRANSCRIBE, {"audio": wav_bytes(1.0), **inputs}, SamplingParams(0), True)
-    )
+    delta = engine.admit(Submit("r", TranscribeInputs(wav_bytes(1.0), **inputs), True))
     assert delta.finish_reason == FinishReason.ERROR
     assert delta.error.code == ErrorCode.BAD_REQUEST and named in delta.error.message
 

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from protocol.messages import Delta, ErrorInfo, Ready, Segment, Usage
-from tests.unit.gateway_fake import FakeEngine, accepted, make_client
+from protocol.inputs import TranscribeInputs
+from protocol.messages import Delta, ErrorInfo, Segment, Usage
+from protocol.ready import Capability, TranscriptionInfo
+from tests.unit.gateway_fake import FakeEngine, accepted, make_client, ready
 
 URL = "/v1/audio/transcriptions"
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt fake bytes the worker would decode"
@@ -27,12 +29,14 @@ def finished(language: str = "en") -> list[Delta]:
     ]
 
 
-def speech_engine(capabilities=("transcribe", "translate"), **limits) -> FakeEngine:
+def speech_engine(
+    capabilities=(Capability.TRANSCRIBE, Capability.TRANSLATE), path="/models/whisper-tiny"
+) -> FakeEngine:
     engine = FakeEngine([accepted(), [Delta("r", text="Hello")], [Delta("r", text=" world.")]])
     engine.script.append(finished())
     engine.model_name, engine.model_path = "whisper-tiny", "/models/whisper-tiny"
-    limits = {"asr_model": "/models/whisper-tiny", **limits}
-    engine.ready_info = Ready(3, "/models/whisper-tiny", list(capabilities), limits, 7)
+    asr = TranscriptionInfo(path, "whisper", 16000, True)
+    engine.ready_info = ready(*capabilities, model=engine.model_path, text=None, transcription=asr)
     return engine
 
 
@@ -67,15 +71,15 @@ def test_upload_and_fields_reach_the_worker_unchanged(client, engine):
     fields = {"language": "de", "prompt": "Ada", "temperature": "0.4"}
     post(client, fields)
     assert engine.last.op == "transcribe" and engine.last.stream is False
-    assert engine.last.inputs == {
-        "audio": WAV,
-        "filename": "speech.wav",
-        "language": "de",
-        "prompt": "Ada",
-        "temperature": 0.4,
-        "task": "transcribe",
-        "timestamps": ["segment"],
-    }
+    assert engine.last.inputs == TranscribeInputs(
+        audio=WAV,
+        filename="speech.wav",
+        language="de",
+        prompt="Ada",
+        temperature=0.4,
+        task="transcribe",
+        timestamps=["segment"],
+    )
 
 
 def test_text_format_is_plain_text(client):
@@ -86,7 +90,7 @@ def test_text_format_is_plain_text(client):
 def test_verbose_json_carries_language_segments_and_words(client, engine):
     fields = {"response_format": "verbose_json", "timestamp_granularities[]": ["word", "segment"]}
     body = post(client, fields).json()
-    assert engine.last.inputs["timestamps"] == ["word", "segment"]
+    assert engine.last.inputs.timestamps == ["word", "segment"]
     assert body["language"] == "english" and body["text"] == "Hello world."
     assert [s["text"] for s in body["segments"]] == [" Hello", " world."]
     assert body["words"] == [{"word": "Hello", "start": 0.0, "end": 1.5}]
@@ -113,7 +117,7 @@ def test_stream_sends_text_deltas_then_done_with_the_joined_text_and_usage(clien
 
 def test_translation_asks_the_worker_to_translate(client, engine):
     r = post(client, url="/v1/audio/translations")
-    assert r.status_code == 200 and engine.last.inputs["task"] == "translate"
+    assert r.status_code == 200 and engine.last.inputs.task == "translate"
 
 
 @pytest.mark.parametrize("model", ["whisper-1", "/models/whisper-tiny"])
@@ -122,17 +126,11 @@ def test_openai_model_id_and_checkpoint_path_address_the_speech_model(client, mo
 
 
 def test_speech_model_added_next_to_a_chat_model_is_named_by_its_directory():
-    engine = speech_engine(asr_model="/ckpt/whisper-small")
+    engine = speech_engine(path="/ckpt/whisper-small")
     engine.model_name, engine.model_path = "qwen3", "/ckpt/qwen3"
     with make_client(engine) as client:
         assert post(client, {"model": "whisper-small"}).status_code == 200
         assert post(client, {"model": "qwen3"}).status_code == 404
-
-
-def test_worker_given_served_name_wins():
-    engine = speech_engine(asr_model_name="my-asr")
-    with make_client(engine) as client:
-        assert post(client, {"model": "my-asr"}).status_code == 200
 
 
 def assert_error(r, status: int, param: str | None, words: str) -> None:
@@ -228,7 +226,7 @@ def test_unknown_model_is_a_404(client):
 
 
 def test_translation_by_a_model_that_cannot_is_a_400():
-    with make_client(speech_engine(capabilities=("transcribe",))) as client:
+    with make_client(speech_engine(capabilities=(Capability.TRANSCRIBE,))) as client:
         r = post(client, url="/v1/audio/translations")
         assert_error(r, 400, "model", "cannot translate")
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from protocol.messages import Op, SamplingParams, Submit
+from protocol.inputs import SpeechInputs
+from protocol.messages import Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
@@ -44,7 +45,7 @@ def ref_file(tmp_path_factory) -> Path:
 
 
 def submit(rid: str, **inputs) -> Submit:
-    return Submit(rid, Op.SPEECH, {"input": TEXT, **inputs}, SamplingParams(max_tokens=1), True)
+    return Submit(rid, SpeechInputs(TEXT, **inputs), True)
 
 
 def run(engine: TtsEngine, s: Submit) -> list:
@@ -62,8 +63,8 @@ def direct(model, seed: int, **kwargs) -> bytes:
 
 def test_base_reports_cloning_with_a_transcript_and_no_presets(base):
     info = base.ready_info()
-    assert (info["cloning"], info["ref_text"], info["voices"]) == (True, True, [])
-    assert info["instructions"] is False
+    assert (info.cloning, info.ref_text, info.voices) == (True, True, [])
+    assert info.instructions is False
 
 
 def test_in_context_clone_equals_direct_mlx_audio_with_the_same_file(base, ref_file):

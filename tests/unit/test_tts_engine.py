@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 
+from protocol.ready import Voice
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.speech_helpers import TEXT, run, submit
 from worker.runtime.errors import RequestError
@@ -44,9 +45,9 @@ def direct(model, seed: int, **kwargs) -> bytes:
 
 def test_qwen3_tts_reports_its_preset_voices_and_abilities(qwen3):
     info = qwen3.ready_info()
-    assert {v["name"] for v in info["voices"]} == {"vivian", "ryan", "eric"}
-    assert (info["cloning"], info["descriptions"], info["instructions"]) == (False, False, True)
-    assert info["sample_rate"] == 8000 and "english" in info["languages"]
+    assert {v.name for v in info.voices} == {"vivian", "ryan", "eric"}
+    assert (info.cloning, info.descriptions, info.instructions) == (False, False, True)
+    assert info.sample_rate == 8000 and "english" in info.languages
 
 
 def test_seeded_qwen3_tts_equals_direct_mlx_audio_sample_for_sample(qwen3):
@@ -123,7 +124,7 @@ def test_usage_counts_input_characters_and_generated_tokens(soprano):
 
 
 def test_soprano_has_one_default_voice_and_takes_no_instructions(soprano):
-    assert soprano.ready_info()["voices"] == [{"name": "default", "language": None}]
+    assert soprano.ready_info().voices == [Voice("default")]
     assert "instructions" in soprano.admit(submit("a", instructions="whisper")).error.message
 
 

@@ -57,9 +57,9 @@ def pcm(deltas: list) -> bytes:
 
 def test_voxcpm2_reports_no_presets_and_clones_or_designs_a_voice(voxcpm2):
     info = voxcpm2.ready_info()
-    assert info["family"] == "voxcpm2" and info["voices"] == []
-    assert (info["cloning"], info["ref_text"], info["descriptions"]) == (True, False, True)
-    assert info["sample_rate"] == 16000
+    assert info.family == "voxcpm2" and info.voices == []
+    assert (info.cloning, info.ref_text, info.descriptions) == (True, False, True)
+    assert info.sample_rate == 16000
 
 
 def test_seeded_voxcpm2_equals_direct_mlx_audio_sample_for_sample(voxcpm2):
@@ -120,9 +120,9 @@ def test_voxcpm2_refuses_preset_voices_and_speed(voxcpm2):
 
 def test_moss_tts_nano_reports_cloning_only(moss):
     info = moss.ready_info()
-    assert info["family"] == "moss_tts_nano" and info["voices"] == []
-    assert (info["cloning"], info["ref_text"], info["instructions"]) == (True, False, False)
-    assert info["sample_rate"] == 8000
+    assert info.family == "moss_tts_nano" and info.voices == []
+    assert (info.cloning, info.ref_text, info.instructions) == (True, False, False)
+    assert info.sample_rate == 8000
 
 
 def test_moss_tts_nano_loads_its_audio_tokenizer_at_start(moss):

@@ -56,13 +56,13 @@ def direct(model, seed: int, text: str = TEXT, **kwargs) -> bytes:
 
 def test_kokoro_lists_its_voice_packs_and_the_languages_it_can_speak(kokoro):
     info = kokoro.ready_info()
-    assert info["family"] == "kokoro" and info["sample_rate"] == 24000
-    assert {v["name"] for v in info["voices"]} == set(KOKORO_VOICES)
-    assert {v["name"]: v["language"] for v in info["voices"]}["ef_dora"] == "e"
-    assert {"e", "f", "es", "fr"} <= set(info["languages"])
+    assert info.family == "kokoro" and info.sample_rate == 24000
+    assert {v.name for v in info.voices} == set(KOKORO_VOICES)
+    assert {v.name: v.language for v in info.voices}["ef_dora"] == "e"
+    assert {"e", "f", "es", "fr"} <= set(info.languages)
     if not _english_g2p_imports():
-        assert "a" not in info["languages"] and "en" not in info["languages"]
-    assert info["speed"] is True and (info["cloning"], info["instructions"]) == (False, False)
+        assert "a" not in info.languages and "en" not in info.languages
+    assert info.speed is True and (info.cloning, info.instructions) == (False, False)
 
 
 def test_seeded_kokoro_equals_direct_mlx_audio_sample_for_sample(kokoro):

@@ -18,23 +18,25 @@ from gateway.audio.speech.request import SpeechCall
 from gateway.audio.speech.stream import speech_response
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.streaming import Opened
-from protocol.messages import Delta, ErrorInfo, Ready, Usage
-from tests.unit.gateway_fake import FakeEngine, accepted, make_client
+from protocol.messages import Delta, ErrorInfo, Usage
+from protocol.ready import Capability, SpeechInfo, Voice
+from tests.unit.gateway_fake import FakeEngine, accepted, make_client, ready
 
 RATE = 8000
-AUDIO = {
-    "model": "tiny-tts",
-    "model_path": "/models/tiny-tts",
-    "family": "qwen3_tts",
-    "voices": [{"name": "ryan", "language": None}, {"name": "vivian", "language": None}],
-    "cloning": False,
-    "descriptions": False,
-    "instructions": True,
-    "languages": ["auto", "english"],
-    "speed": False,
-    "streaming": True,
-    "sample_rate": RATE,
-}
+AUDIO = SpeechInfo(
+    model="tiny-tts",
+    model_path="/models/tiny-tts",
+    family="qwen3_tts",
+    voices=[Voice("ryan"), Voice("vivian")],
+    cloning=False,
+    ref_text=False,
+    descriptions=False,
+    instructions=True,
+    languages=["auto", "english"],
+    speed=False,
+    streaming=True,
+    sample_rate=RATE,
+)
 PCM = [bytes(range(100)) * 8, bytes(range(50, 150)) * 8]
 BODY = {"model": "tiny-tts", "input": "Hello there.", "voice": "ryan", "response_format": "wav"}
 
@@ -49,7 +51,7 @@ def speech_script(*chunks: bytes, usage: Usage | None = None) -> list:
 def engine() -> FakeEngine:
     fake = FakeEngine(speech_script(*PCM))
     fake.model_name = "chat-model"
-    fake.ready_info = Ready(3, "/models/chat", ["chat", "speech"], {}, 7, audio=dict(AUDIO))
+    fake.ready_info = ready(Capability.CHAT, Capability.SPEECH, model="/models/chat", speech=AUDIO)
     return fake
 
 
@@ -71,7 +73,7 @@ def test_voices_lists_the_presets_and_what_the_model_can_do(client):
 
 
 def test_speech_without_a_speech_model_is_404(engine, client):
-    engine.ready_info = Ready(3, "/models/chat", ["chat"], {}, 7)
+    engine.ready_info = ready(Capability.CHAT, model="/models/chat")
     response = client.post("/v1/audio/speech", json=BODY)
     assert response.status_code == 404 and "--tts-model" in error_of(response)["message"]
 
@@ -90,20 +92,20 @@ def test_buffered_response_reports_usage_in_headers(client):
 
 
 def test_the_request_reaches_the_worker_as_a_speech_submit(engine, client):
-    engine.ready_info.audio["cloning"] = True
+    engine.ready_info.speech.cloning = True
     ref = base64.b64encode(b"RIFF-ish bytes").decode()
     body = {**BODY, "voice": None, "ref_audio": f"data:audio/wav;base64,{ref}", "ref_text": "hi"}
     client.post("/v1/audio/speech", json={**body, "seed": 5, "language": "english"})
     request = engine.last
     assert request.op == "speech"
-    assert request.inputs["ref_audio"] == b"RIFF-ish bytes"
-    assert (request.inputs["seed"], request.inputs["language"]) == (5, "english")
-    assert request.inputs["sample_format"] == "int16"
+    assert request.inputs.ref_audio == b"RIFF-ish bytes"
+    assert (request.inputs.seed, request.inputs.language) == (5, "english")
+    assert request.inputs.sample_format == "int16"
 
 
 def test_a_voice_object_is_read_by_its_id(engine, client):
     client.post("/v1/audio/speech", json={**BODY, "voice": {"id": "vivian"}})
-    assert engine.last.inputs["voice"] == "vivian"
+    assert engine.last.inputs.voice == "vivian"
 
 
 def test_streamed_wav_is_a_header_then_the_samples_as_they_come(client):
@@ -149,7 +151,7 @@ def test_a_failure_after_an_sse_stream_started_is_an_error_event(engine, client)
 
 
 def test_an_unsupported_format_for_the_model_is_400_naming_response_format(engine, client):
-    engine.ready_info.audio["sample_rate"] = 32000
+    engine.ready_info.speech.sample_rate = 32000
     response = client.post("/v1/audio/speech", json={**BODY, "response_format": "opus"})
     assert response.status_code == 400 and error_of(response)["param"] == "response_format"
 
@@ -184,7 +186,7 @@ def test_the_chat_model_does_not_answer_for_speech(client):
 
 
 def test_a_speech_only_server_answers_to_its_own_model_name(engine, client):
-    engine.ready_info = Ready(3, "/models/tiny-tts", ["speech"], {}, 7, audio=dict(AUDIO))
+    engine.ready_info = ready(Capability.SPEECH, model="/models/tiny-tts", text=None, speech=AUDIO)
     response = client.post("/v1/audio/speech", json={**BODY, "model": "chat-model"})
     assert response.status_code == 200
 

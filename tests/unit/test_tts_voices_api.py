@@ -5,10 +5,11 @@ model that cannot clone."""
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from gateway.audio.speech.voice_store import VoiceStore
-from protocol.messages import Ready
-from tests.unit.gateway_fake import FakeEngine, make_client
+from protocol.ready import Capability
+from tests.unit.gateway_fake import FakeEngine, make_client, ready
 from tests.unit.test_tts_speech_api import AUDIO, BODY, speech_script
 
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(64)
@@ -17,8 +18,8 @@ FORM = {"model": "tiny-tts", "input": "Hello there.", "response_format": "pcm"}
 
 def make_engine(cloning: bool, ref_text: bool = True) -> FakeEngine:
     fake = FakeEngine(speech_script(b"\x01\x00" * 80))
-    audio = {**AUDIO, "voices": [], "cloning": cloning, "ref_text": ref_text}
-    fake.ready_info = Ready(3, "/models/tiny-tts", ["speech"], {}, 7, audio=audio)
+    audio = replace(AUDIO, voices=[], cloning=cloning, ref_text=ref_text)
+    fake.ready_info = ready(Capability.SPEECH, model="/models/tiny-tts", text=None, speech=audio)
     fake.model_name, fake.model_path = "tiny-tts", "/models/tiny-tts"
     return fake
 
@@ -48,12 +49,12 @@ def test_a_multipart_speech_body_sends_the_uploaded_file_as_ref_audio(engine, cl
     )
     assert response.status_code == 200, response.text
     inputs = engine.last.inputs
-    assert (inputs["ref_audio"], inputs["ref_text"], inputs["seed"]) == (WAV, "Hi there.", 5)
+    assert (inputs.ref_audio, inputs.ref_text, inputs.seed) == (WAV, "Hi there.", 5)
 
 
 def test_voice_audio_is_the_same_file_part(engine, client):
     client.post("/v1/audio/speech", data=FORM, files={"voice_audio": ("r.wav", WAV, "audio/wav")})
-    assert engine.last.inputs["ref_audio"] == WAV
+    assert engine.last.inputs.ref_audio == WAV
 
 
 @pytest.mark.parametrize(
@@ -79,7 +80,7 @@ def test_a_saved_voice_is_listed_and_used_by_name_and_by_id(engine, client):
     for named in ("narrator", {"id": voice["id"]}):
         assert client.post("/v1/audio/speech", json={**BODY, "voice": named}).status_code == 200
         inputs = engine.last.inputs
-        assert (inputs["voice"], inputs["ref_audio"], inputs["ref_text"]) == (
+        assert (inputs.voice, inputs.ref_audio, inputs.ref_text) == (
             None,
             WAV,
             "Hello there.",
@@ -92,7 +93,7 @@ def test_a_deleted_voice_is_gone(engine, client):
     assert deleted == {"id": voice_id, "object": "audio.voice.deleted", "deleted": True}
     assert client.delete(f"/v1/audio/voices/{voice_id}").status_code == 404
     client.post("/v1/audio/speech", json={**BODY, "voice": "narrator"})
-    assert engine.last.inputs["voice"] == "narrator"  # now only a (worker-checked) preset name
+    assert engine.last.inputs.voice == "narrator"  # now only a (worker-checked) preset name
 
 
 def test_a_saved_voice_drops_its_transcript_for_a_model_that_clones_from_audio_alone():
@@ -100,7 +101,7 @@ def test_a_saved_voice_drops_its_transcript_for_a_model_that_clones_from_audio_a
     with make_client(engine) as client:
         save(client)
         client.post("/v1/audio/speech", json={**BODY, "voice": "narrator"})
-    assert engine.last.inputs["ref_text"] is None and engine.last.inputs["ref_audio"] == WAV
+    assert engine.last.inputs.ref_text is None and engine.last.inputs.ref_audio == WAV
 
 
 @pytest.mark.parametrize("how", ["saved", "upload", "base64"])

@@ -54,7 +54,7 @@ def direct_tokens(path: str, images: list[bytes], text: str = QUESTION) -> list[
 def test_checkpoint_declares_image_input(engine):
     assert "image_in" in engine.capabilities()
     assert "audio_in" not in engine.capabilities()
-    assert engine.ready_info()["max_context"] == 4096
+    assert engine.ready_info().max_context == 4096
 
 
 def test_greedy_tokens_equal_direct_mlx_vlm(engine, path):

@@ -12,7 +12,8 @@ from mlx_lm import stream_generate
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from protocol.messages import Delta, ErrorCode, FinishReason, SamplingParams, Submit
+from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.messages import Delta, ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.text import features as request_features
@@ -70,7 +71,7 @@ def engine_for(text_model, prefill_step_size=2048, max_num_seqs=8, prefix=None) 
 def submit(request_id: str, prompt, max_tokens: int = 16, **sampling) -> Submit:
     sampling.setdefault("temperature", 0.0)
     params = SamplingParams(max_tokens=max_tokens, **sampling)
-    return Submit(request_id, "complete", {"prompt": prompt}, params, True)
+    return Submit(request_id, CompleteInputs(prompt, params), True)
 
 
 class Run:
@@ -264,8 +265,8 @@ def test_logprobs_outside_0_to_20_are_a_bad_request(text_model, k):
 
 
 def test_a_failing_logits_processor_fails_only_its_request(text_model, solo, monkeypatch):
-    def features(tokenizer, op, inputs, sampling, prompt):
-        if inputs.get("explode"):
+    def features(tokenizer, inputs, prompt):
+        if inputs.prompt == "x":
 
             def explode(tokens, logits):
                 raise ValueError("constraint broke")
@@ -275,9 +276,7 @@ def test_a_failing_logits_processor_fails_only_its_request(text_model, solo, mon
 
     monkeypatch.setattr("worker.text.request.build_features", features)
     run = Run(engine_for(text_model))
-    bad = submit("bad", "x", 8)
-    bad.inputs["explode"] = True
-    run.admit(bad, submit("good", PROMPTS["fib"], 8))
+    run.admit(submit("bad", "x", 8), submit("good", PROMPTS["fib"], 8))
     run.until_done()
     terminal = run.terminal("bad")
     assert terminal.error.code == ErrorCode.INTERNAL

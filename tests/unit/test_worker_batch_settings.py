@@ -249,10 +249,11 @@ def engine_setup(*flags: str):
 
 
 def finish(engine, request_id: str, prompt, max_tokens: int = 4):
-    from protocol.messages import SamplingParams, Submit
+    from protocol.inputs import CompleteInputs, SamplingParams
+    from protocol.messages import Submit
 
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
-    delta = engine.admit(Submit(request_id, "complete", {"prompt": prompt}, params, True))
+    delta = engine.admit(Submit(request_id, CompleteInputs(prompt, params), True))
     while delta.finish_reason is None:
         delta = next((d for d in engine.step() if d.finish_reason), delta)
     return delta

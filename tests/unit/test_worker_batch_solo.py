@@ -12,7 +12,8 @@ import pytest
 from mlx_lm import stream_generate
 from mlx_lm.sample_utils import make_sampler
 
-from protocol.messages import Delta, FinishReason, SamplingParams, Submit
+from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.messages import Delta, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.text.model import check_same_vocabulary, load_text_model
@@ -55,7 +56,7 @@ def run_all(engine: SoloTextEngine, prompts, max_tokens: int = N) -> dict[str, l
     deltas: dict[str, list[Delta]] = {}
     for i, prompt in enumerate(prompts):
         params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
-        accepted = engine.admit(Submit(f"r{i}", "complete", {"prompt": prompt}, params, True))
+        accepted = engine.admit(Submit(f"r{i}", CompleteInputs(prompt, params), True))
         assert accepted.finish_reason is None, accepted
         deltas[f"r{i}"] = [accepted]
     while engine.active_ids():
@@ -98,7 +99,7 @@ def test_prefill_is_chunked_between_steps_and_an_abort_stops_it(text_model):
     deltas = {}
     for name, prompt in (("short", "hi"), ("long", long_prompt)):
         params = SamplingParams(max_tokens=50, temperature=0.0)
-        deltas[name] = [engine.admit(Submit(name, "complete", {"prompt": prompt}, params, True))]
+        deltas[name] = [engine.admit(Submit(name, CompleteInputs(prompt, params), True))]
     for _ in range(3):
         produced = {d.request_id: d for d in engine.step()}
         assert produced["short"].token_ids and "long" not in produced

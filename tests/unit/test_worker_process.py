@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mlx.core as mx
+import msgpack
 import pytest
 import zmq
 from mlx_lm import stream_generate
@@ -27,6 +28,7 @@ from protocol.messages import (
     PROTOCOL_VERSION,
     Abort,
     ControlCall,
+    ControlMethod,
     ControlReply,
     Delta,
     ErrorCode,
@@ -34,12 +36,13 @@ from protocol.messages import (
     FinishReason,
     Heartbeat,
     Ready,
-    SamplingParams,
     Step,
     Submit,
     Usage,
 )
+from protocol.ready import TextInfo
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.support.inputs import inputs_of
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt
 
@@ -127,7 +130,7 @@ class WorkerClient:
         )
         return self.deltas[request_id]
 
-    def call(self, method: str) -> ControlReply:
+    def call(self, method: ControlMethod) -> ControlReply:
         self.next_call += 1
         call_id = self.next_call
         self.send(ControlCall(call_id, method))
@@ -135,7 +138,7 @@ class WorkerClient:
 
     def submit(self, request_id: str, inputs: dict, op: str = "chat", **sampling) -> None:
         sampling.setdefault("temperature", 0.0)
-        self.send(Submit(request_id, op, inputs, SamplingParams(**sampling), True))
+        self.send(Submit(request_id, inputs_of(op, inputs, **sampling), True))
 
 
 def worker_command(model: str, endpoints: Endpoints, parent_pid: int) -> list[str]:
@@ -226,7 +229,8 @@ def test_ready_carries_the_protocol_version_and_limits(worker, checkpoint):
     assert ready.protocol_version == PROTOCOL_VERSION
     assert ready.model == checkpoint
     assert ready.capabilities == ["chat", "complete"]
-    assert ready.limits == {"max_context": 4096, "max_num_seqs": 8, "batching": "continuous"}
+    assert (ready.max_num_seqs, ready.text) == (8, TextInfo(4096, "continuous"))
+    assert ready.speech is None and ready.transcription is None
     assert ready.pid == worker.process.pid
 
 
@@ -275,17 +279,17 @@ def test_two_interleaved_greedy_requests_each_equal_their_solo_output(worker, re
 
 
 def test_abort_mid_generation_ends_the_request_and_stats_show_it(worker):
-    before = worker.call("stats").result["requests_aborted"]
+    before = worker.call(ControlMethod.STATS).result["requests_aborted"]
     worker.submit("long", {"messages": POEM}, max_tokens=3000)
     worker.wait_for(lambda: len(worker.deltas["long"]) >= 4, what="a few tokens")
     worker.send(Abort(["long"]))
     deltas = worker.finished("long")
     assert deltas[-1].finish_reason == FinishReason.ABORT
     assert deltas[-1].usage.completion_tokens == len(tokens_of(deltas)) < 3000
-    stats = worker.call("stats").result
+    stats = worker.call(ControlMethod.STATS).result
     assert (stats["active"], stats["requests_aborted"]) == (0, before + 1)
     time.sleep(0.3)
-    assert worker.call("stats").result["tokens_generated"] == stats["tokens_generated"]
+    assert worker.call(ControlMethod.STATS).result["tokens_generated"] == stats["tokens_generated"]
 
 
 def test_heartbeats_arrive_while_idle(worker):
@@ -317,9 +321,8 @@ def test_a_token_id_out_of_range_is_a_bad_request(worker):
 def test_garbage_frames_bad_messages_and_unknown_control_methods_do_not_hurt_the_worker(worker):
     worker.push.send(b"\x00 not msgpack \xff")
     worker.send(Abort(request_ids=5))  # decodes, but its field has the wrong type
-    reply = worker.call("no-such-method")
-    assert not reply.ok and "no-such-method" in reply.error
-    assert worker.call("stats").ok
+    worker.push.send(msgpack.packb([3, 9, "no-such-method", None]))  # refused by its type
+    assert worker.call(ControlMethod.STATS).ok
     assert worker.process.poll() is None
 
 
@@ -330,7 +333,7 @@ def test_shutdown_aborts_open_requests_replies_and_exits_0(checkpoint, bound):
         client.wait_for(lambda: client.others, timeout=30, what="READY")
         client.submit("open", {"messages": POEM}, max_tokens=3000)
         client.wait_for(lambda: len(client.deltas["open"]) >= 2, what="a token")
-        reply = client.call("shutdown")
+        reply = client.call(ControlMethod.SHUTDOWN)
         assert reply.ok
         assert client.deltas["open"][-1].finish_reason == FinishReason.ABORT
         assert client.process.wait(10) == 0

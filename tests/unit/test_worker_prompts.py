@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.inputs import SpeechInputs
 from protocol.messages import ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
+from tests.support.inputs import complete, inputs_of
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt, build_completion_prompt, prompt_for
@@ -25,7 +27,7 @@ def llama():
 
 def bad_request_message(text_model, op, inputs) -> str:
     with pytest.raises(RequestError) as caught:
-        prompt_for(text_model, op, inputs)
+        prompt_for(text_model, inputs_of(op, inputs) if isinstance(inputs, dict) else inputs)
     assert caught.value.code == ErrorCode.BAD_REQUEST
     return caught.value.message
 
@@ -66,7 +68,7 @@ def test_completion_string_starting_with_bos_gets_no_second_bos(llama):
 
 
 def test_completion_token_ids_are_used_as_given(qwen3):
-    assert prompt_for(qwen3, "complete", {"prompt": [5, 6, 7]}) == [5, 6, 7]
+    assert prompt_for(qwen3, complete([5, 6, 7])) == [5, 6, 7]
 
 
 def test_completion_token_id_out_of_range_is_a_bad_request(qwen3):
@@ -88,11 +90,9 @@ def test_an_empty_prompt_is_a_bad_request(qwen3):
 @pytest.mark.parametrize(
     "inputs, named",
     [
-        ({}, "messages"),
         ({"messages": []}, "messages"),
         ({"messages": [{"content": "hi"}]}, "role"),
         ({"messages": [{"role": "user", "content": 3}]}, "content"),
-        ({"messages": MESSAGES, "chat_template_kwargs": "x"}, "chat_template_kwargs"),
         ({"messages": MESSAGES, "chat_template_kwargs": {"tokenize": False}}, "tokenize"),
     ],
 )
@@ -100,9 +100,9 @@ def test_malformed_chat_inputs_are_bad_requests_naming_the_problem(qwen3, inputs
     assert named in bad_request_message(qwen3, "chat", inputs)
 
 
-def test_an_unknown_operation_is_a_bad_request(qwen3):
-    assert "speech" in bad_request_message(qwen3, "speech", {"text": "hi"})
+def test_an_operation_the_text_model_does_not_serve_is_a_bad_request(qwen3):
+    assert "speech" in bad_request_message(qwen3, "speech", SpeechInputs("hi"))
 
 
-def test_limits_report_the_context_length(qwen3):
-    assert qwen3.limits == {"max_context": 4096}
+def test_the_text_model_knows_its_context_length(qwen3):
+    assert qwen3.max_context == 4096

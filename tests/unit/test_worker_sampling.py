@@ -7,7 +7,8 @@ import pytest
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from protocol.messages import ErrorCode, SamplingParams
+from protocol.inputs import SamplingParams
+from protocol.messages import ErrorCode
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from protocol.messages import ErrorCode, FinishReason, SamplingParams, Submit
+from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import TextGeneration, load_text_model, start_text_generation
@@ -77,7 +78,7 @@ def test_seeded_requests_are_reproducible_while_interleaved_with_others(text_mod
 
 
 def test_start_validates_and_tokenizes_a_submit(text_model):
-    submit = Submit("r", "complete", {"prompt": PROMPT}, SamplingParams(max_tokens=2), False)
+    submit = Submit("r", CompleteInputs(PROMPT, SamplingParams(max_tokens=2)), False)
     generation = start_text_generation(text_model, submit)
     assert generation.prompt_tokens == len(PROMPT)
     generation.close()

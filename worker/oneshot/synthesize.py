@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import ErrorCode, FinishReason, Op, SamplingParams, Submit
+from protocol.inputs import SpeechInputs
+from protocol.messages import ErrorCode, FinishReason, Submit
 
 EXIT_REFUSED = 2
 
@@ -43,26 +44,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def inputs_of(args: argparse.Namespace) -> dict[str, Any]:
+def inputs_of(args: argparse.Namespace) -> SpeechInputs:
     ref_audio = Path(args.ref_audio).read_bytes() if args.ref_audio else None
-    return {
-        "input": args.text,
-        "voice": args.voice,
-        "ref_audio": ref_audio,
-        "ref_text": args.ref_text,
-        "instructions": args.instructions,
-        "language": args.language,
-        "speed": args.speed,
-        "seed": args.seed,
-        "sample_format": "int16",
-    }
+    return SpeechInputs(
+        input=args.text,
+        voice=args.voice,
+        ref_audio=ref_audio,
+        ref_text=args.ref_text,
+        instructions=args.instructions,
+        language=args.language,
+        speed=args.speed,
+        seed=args.seed,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from worker.speech.engine import load_tts_engine
 
     engine = load_tts_engine(args.model)
-    submit = Submit("oneshot", Op.SPEECH, inputs_of(args), SamplingParams(max_tokens=1), True)
+    submit = Submit("oneshot", inputs_of(args), stream=True)
     deltas = [engine.admit(submit)]
     samples = 0
     with open(args.pcm_out, "wb") as out:

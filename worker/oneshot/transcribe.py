@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from protocol import encode
-from protocol.messages import Delta, FinishReason, SamplingParams, Step, Submit
+from protocol.inputs import TranscribeInputs
+from protocol.messages import Delta, FinishReason, Step, Submit
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -39,16 +40,16 @@ def transcribe(args: argparse.Namespace) -> list[Delta]:
 
     engine = load_stt_engine(args.model)
     timestamps = ["word", "segment"] if args.word_timestamps else ["segment"]
-    inputs = {
-        "audio": Path(args.file).read_bytes(),
-        "filename": Path(args.file).name,
-        "language": args.language,
-        "prompt": args.prompt,
-        "temperature": args.temperature,
-        "task": args.task,
-        "timestamps": timestamps,
-    }
-    submit = Submit("oneshot", "transcribe", inputs, SamplingParams(max_tokens=0), stream=False)
+    inputs = TranscribeInputs(
+        audio=Path(args.file).read_bytes(),
+        filename=Path(args.file).name,
+        language=args.language,
+        prompt=args.prompt,
+        temperature=args.temperature,
+        task=args.task,
+        timestamps=timestamps,
+    )
+    submit = Submit("oneshot", inputs, stream=False)
     deltas = [engine.admit(submit)]
     while deltas[-1].finish_reason is None:
         deltas.extend(engine.step())

@@ -17,13 +17,17 @@ on the MLX thread. Invariants each engine keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
+from protocol.inputs import Op
 from protocol.messages import Delta, Submit
+from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+
+EngineInfo = TextInfo | SpeechInfo | TranscriptionInfo
 
 
 class Engine(Protocol):
-    ops: frozenset[str]  # the Submit ops it serves, e.g. {"speech"}
+    ops: frozenset[Op]  # the Submit ops it serves (the types of inputs it takes)
 
     def admit(self, submit: Submit) -> Delta: ...
 
@@ -33,6 +37,6 @@ class Engine(Protocol):
 
     def active_ids(self) -> list[str]: ...
 
-    def capabilities(self) -> list[str]: ...  # for Ready.capabilities, e.g. ["speech"]
+    def capabilities(self) -> list[Capability]: ...  # its share of Ready.capabilities
 
-    def ready_info(self) -> dict[str, Any]: ...  # merged into Ready.limits / Ready.audio
+    def ready_info(self) -> EngineInfo: ...  # its section of Ready (text, speech, ...)

@@ -17,8 +17,17 @@ from typing import Any
 import zmq
 
 from protocol import ProtocolError, decode, encode
-from protocol.messages import Abort, ControlCall, ControlReply, Heartbeat, Message, Submit
-from worker.runtime.errors import RequestError
+from protocol.inputs import ChatInputs
+from protocol.messages import (
+    Abort,
+    ControlCall,
+    ControlMethod,
+    ControlReply,
+    Heartbeat,
+    Message,
+    Submit,
+)
+from worker.runtime.errors import RequestError, internal
 from worker.runtime.handoff import Handoff, ShutdownRequest
 from worker.runtime.stats import WorkerStats
 
@@ -48,15 +57,15 @@ class Receiver(threading.Thread):
             Abort: self._on_abort,
             ControlCall: self._on_control,
         }
-        self._controls: dict[str, Callable[[ControlCall], None]] = {
-            "stats": self._control_stats,
-            "shutdown": self._control_shutdown,
-            "count_tokens": self._control_count_tokens,
+        self._controls: dict[ControlMethod, Callable[[ControlCall], None]] = {
+            ControlMethod.STATS: self._control_stats,
+            ControlMethod.SHUTDOWN: self._control_shutdown,
+            ControlMethod.COUNT_TOKENS: self._control_count_tokens,
         }
         # chat inputs -> prompt length; set once the model is loaded (token_counting.py).
-        self._count_tokens: Callable[[dict[str, Any]], int] | None = None
+        self._count_tokens: Callable[[ChatInputs], int] | None = None
 
-    def set_token_counter(self, count: Callable[[dict[str, Any]], int]) -> None:
+    def set_token_counter(self, count: Callable[[ChatInputs], int]) -> None:
         self._count_tokens = count
 
     def stop(self) -> None:
@@ -94,29 +103,25 @@ class Receiver(threading.Thread):
         self._handoff.aborts.add(abort.request_ids)
 
     def _on_control(self, call: ControlCall) -> None:
-        control = self._controls.get(call.method)
-        if control is None:
-            known = ", ".join(sorted(self._controls))
-            error = f"unknown control method {call.method!r} (known: {known})"
-            self._outbox.put(ControlReply(call_id=call.call_id, ok=False, error=error))
-            return
-        control(call)
+        self._controls[call.method](call)  # every ControlMethod has one (decoding checked it)
 
     def _control_stats(self, call: ControlCall) -> None:
         self._outbox.put(ControlReply(call_id=call.call_id, ok=True, result=self._stats.snapshot()))
 
     def _control_count_tokens(self, call: ControlCall) -> None:
         if self._count_tokens is None:
-            reply = ControlReply(call.call_id, ok=False, error="no model is loaded yet")
+            reply = ControlReply(call.call_id, ok=False, error="this model does not count tokens")
+        elif call.chat is None:
+            reply = ControlReply(call.call_id, ok=False, error="count_tokens needs the chat")
         else:
             try:
-                count = self._count_tokens(call.args)
+                count = self._count_tokens(call.chat)
                 reply = ControlReply(call.call_id, ok=True, result={"input_tokens": count})
             except RequestError as exc:
                 reply = ControlReply(call.call_id, ok=False, error=exc.message)
             except Exception as exc:  # every call gets a reply, or the gateway waits for it
                 log.exception("count_tokens failed")
-                reply = ControlReply(call.call_id, ok=False, error=f"internal error: {exc}")
+                reply = ControlReply(call.call_id, ok=False, error=internal(exc).message)
         self._outbox.put(reply)
 
     def _control_shutdown(self, call: ControlCall) -> None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+
 TEXT, VISION, SPEECH_OUT, SPEECH_IN = "text", "vision", "tts", "stt"
 BACKENDS = ("auto", "text", "omni")
 _EXTRA = {SPEECH_OUT: "tts", SPEECH_IN: "audio"}
@@ -97,10 +99,11 @@ def main_model_kind(path: str, backend: str = "auto") -> str:
 
 @dataclass
 class LoadedEngines:
-    engines: list[Any]  # worker.runtime.engine.Engine, the main model's first
-    capabilities: list[str]
-    limits: dict[str, Any]
-    audio: dict[str, Any]
+    engines: list[Any] = field(default_factory=list)  # runtime.engine.Engine, the main first
+    capabilities: list[Capability] = field(default_factory=list)
+    text: TextInfo | None = None  # the sections of Ready
+    speech: SpeechInfo | None = None
+    transcription: TranscriptionInfo | None = None
     tokenizer: Any = None  # the text model's, for count_tokens (None without a text model)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -115,7 +118,7 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
     if args.omni and kind in (TEXT, VISION):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
-    loaded = LoadedEngines(engines=[], capabilities=[], limits={}, audio={})
+    loaded = LoadedEngines()
     if kind == TEXT:
         _add_text(loaded, args)
     elif kind == VISION:
@@ -143,7 +146,7 @@ def _add_text(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     configure(args.reasoning_parser, args.tool_call_parser, setup.tokenizer)
     loaded.engines.append(setup.engine)
     loaded.capabilities += list(setup.engine.capabilities())
-    loaded.limits.update(setup.engine.ready_info())
+    loaded.text = setup.engine.ready_info()
     loaded.tokenizer, loaded.model = setup.tokenizer, setup.model
     loaded.closers.append(setup.prefix.close)
 
@@ -181,7 +184,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns)
     loaded.engines.append(engine)
     loaded.capabilities += engine.capabilities()
-    loaded.limits.update(engine.ready_info())
+    loaded.text = engine.ready_info()
     # No count_tokens: a prompt's length depends on its images' sizes (processor work).
     loaded.model = vm.model
 
@@ -191,11 +194,11 @@ def _add_speech(loaded: LoadedEngines, kind: str, path: str) -> None:
         from worker.speech.engine import load_tts_engine
 
         engine = load_tts_engine(path)
-        loaded.audio.update(engine.ready_info())
+        loaded.speech = engine.ready_info()
     else:
         from worker.transcription.engine import load_stt_engine
 
         engine = load_stt_engine(path)
-        loaded.limits.update(engine.ready_info())
+        loaded.transcription = engine.ready_info()
     loaded.engines.append(engine)
     loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]

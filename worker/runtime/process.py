@@ -124,11 +124,13 @@ def _serve(
     outbox.put(
         Ready(
             protocol_version=PROTOCOL_VERSION,
+            pid=os.getpid(),
             model=args.model,
             capabilities=loaded.capabilities,
-            limits={**loaded.limits, "max_num_seqs": args.max_num_seqs},
-            pid=os.getpid(),
-            audio=loaded.audio,
+            max_num_seqs=args.max_num_seqs,
+            text=loaded.text,
+            speech=loaded.speech,
+            transcription=loaded.transcription,
         )
     )
     sender.enable_heartbeats()

@@ -103,17 +103,8 @@ class Scheduler:
         return True
 
     def _enqueue(self, submit: Submit, deltas: list[Delta]) -> None:
-        if not isinstance(submit.request_id, str):
-            log.error("dropping a Submit whose request id is not a string: %r", submit.request_id)
-            return
+        # Field types were checked when the Submit was decoded (protocol.codec).
         self._stats.count_request()
-        deadline = submit.deadline
-        if deadline is not None and (
-            isinstance(deadline, bool) or not isinstance(deadline, (int, float))
-        ):
-            error = bad_request(f"deadline must be a number, got {deadline!r}")
-            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
-            return
         if submit.request_id in self._active or any(
             s.request_id == submit.request_id for s in self._waiting
         ):

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import Delta, ErrorInfo, FinishReason, Op, Submit, Usage
+from protocol.inputs import Op, SpeechInputs
+from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, Usage
+from protocol.ready import Capability, SpeechInfo, Voice
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.speech.audio import decode_reference, mono, to_pcm16
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
@@ -41,7 +43,6 @@ DEFAULT_STREAMING_INTERVAL = 0.16  # seconds of audio per streamed chunk (2 Qwen
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
 MAX_CACHED_REFERENCES = 32
-_TEXT_FIELDS = ("voice", "ref_text", "instructions", "language")
 
 
 @dataclass
@@ -85,25 +86,25 @@ class TtsEngine:
 
     # -- Engine interface ----------------------------------------------------------------
 
-    def capabilities(self) -> list[str]:
-        return [Op.SPEECH]
+    def capabilities(self) -> list[Capability]:
+        return [Capability.SPEECH]
 
-    def ready_info(self) -> dict[str, Any]:
-        """What Ready.audio carries: the gateway's /v1/audio/voices and request checks."""
-        return {
-            "model": self.served_name,
-            "model_path": self.path,
-            "family": self.family.name,
-            "voices": list(self.voices),
-            "cloning": self.family.cloning(self.model),
-            "ref_text": self.family.takes_ref_text(self.model),
-            "descriptions": self.family.descriptions(self.model),
-            "instructions": self.family.instructions(self.model),
-            "languages": list(self.languages),
-            "speed": self.family.speed,
-            "streaming": self.family.streams,
-            "sample_rate": self.sample_rate,
-        }
+    def ready_info(self) -> SpeechInfo:
+        """What Ready.speech carries: the gateway's /v1/audio/voices and request checks."""
+        return SpeechInfo(
+            model=self.served_name,
+            model_path=self.path,
+            family=self.family.name,
+            voices=[Voice(v["name"], v.get("language")) for v in self.voices],
+            cloning=self.family.cloning(self.model),
+            ref_text=self.family.takes_ref_text(self.model),
+            descriptions=self.family.descriptions(self.model),
+            instructions=self.family.instructions(self.model),
+            languages=list(self.languages),
+            speed=self.family.speed,
+            streaming=self.family.streams,
+            sample_rate=self.sample_rate,
+        )
 
     def generate_kwargs(self, request: SpeechRequest) -> dict[str, Any]:
         """The `model.generate(**kwargs)` call a (validated) request becomes: the direct
@@ -115,8 +116,7 @@ class TtsEngine:
 
     def admit(self, submit: Submit) -> Delta:
         rid = submit.request_id
-        text = submit.inputs.get("input")
-        chars = len(text) if isinstance(text, str) else 0
+        chars = len(submit.inputs.input)
         try:
             request = self._validate(submit.inputs)
             generation = iter(self.model.generate(**self.generate_kwargs(request)))
@@ -189,42 +189,34 @@ class TtsEngine:
 
     # -- validation ----------------------------------------------------------------------
 
-    def _validate(self, inputs: dict[str, Any]) -> SpeechRequest:
-        text = inputs.get("input")
-        if not isinstance(text, str) or not text.strip():
+    def _validate(self, inputs: SpeechInputs) -> SpeechRequest:
+        text = inputs.input
+        if not text.strip():
             raise bad_request("input must be a non-empty string")
         if len(text) > MAX_INPUT_CHARS:
             raise bad_request(f"input is {len(text)} characters; the limit is {MAX_INPUT_CHARS}")
-        for name in _TEXT_FIELDS:
-            if inputs.get(name) is not None and not isinstance(inputs[name], str):
-                raise bad_request(f"{name} must be a string")
-        if inputs.get("sample_format", "int16") != "int16":
+        if inputs.sample_format != "int16":
             raise bad_request("sample_format must be int16")
-        seed = inputs.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise bad_request("seed must be an integer")
         request = SpeechRequest(
             text=text,
-            voice=inputs.get("voice") or None,
-            ref_text=inputs.get("ref_text"),
-            instructions=inputs.get("instructions") or None,
-            language=self._check_language(inputs.get("language")),
-            speed=self._check_speed(inputs.get("speed")),
-            seed=seed,
+            voice=inputs.voice or None,
+            ref_text=inputs.ref_text,
+            instructions=inputs.instructions or None,
+            language=self._check_language(inputs.language),
+            speed=self._check_speed(inputs.speed),
+            seed=inputs.seed,
         )
         request = dataclasses.replace(request, ref_audio=self._reference(inputs, request))
         request = dataclasses.replace(request, voice=check_voice(self.family, self.voices, request))
         self._check_instructions(request)
         return request
 
-    def _reference(self, inputs: dict[str, Any], request: SpeechRequest) -> Any:
-        data = inputs.get("ref_audio")
+    def _reference(self, inputs: SpeechInputs, request: SpeechRequest) -> Any:
+        data = inputs.ref_audio
         if data is None:
             if request.ref_text is not None:
                 raise bad_request("ref_text describes ref_audio: send the reference audio too")
             return None
-        if not isinstance(data, bytes):
-            raise bad_request("ref_audio must be audio file bytes")
         if not self.family.cloning(self.model):
             raise bad_request(
                 f"model {self.served_name} ({self.family.label}) cannot clone a voice "

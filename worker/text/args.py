@@ -145,7 +145,7 @@ def warm(text_model: Any, prefix: Any, path: str, settings: Any) -> int:
     token_lists = []
     for prompt in load_warm_prompts(path):
         try:
-            token_lists.append(prompt_for(text_model, prompt.op, prompt.inputs))
+            token_lists.append(prompt_for(text_model, prompt.inputs))
         except RequestError as exc:
             log.warning("%s line %d skipped: %s", path, prompt.line, exc.message)
     model, draft = text_model.model, text_model.draft_model

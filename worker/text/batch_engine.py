@@ -27,7 +27,9 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, StopSequences
 
-from protocol.messages import Delta, FinishReason, Op, Submit
+from protocol.inputs import Op
+from protocol.messages import Delta, FinishReason, Submit
+from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
@@ -65,11 +67,11 @@ class BatchTextEngine:
         self._by_id: dict[str, _Entry] = {}
         self._by_uid: dict[int, _Entry] = {}
 
-    def capabilities(self) -> list[str]:
-        return [Op.CHAT, Op.COMPLETE]
+    def capabilities(self) -> list[Capability]:
+        return [Capability.CHAT, Capability.COMPLETE]
 
-    def ready_info(self) -> dict[str, Any]:
-        return {**self._text_model.limits, "batching": "continuous"}
+    def ready_info(self) -> TextInfo:
+        return TextInfo(self._text_model.max_context, "continuous")
 
     def active_ids(self) -> list[str]:
         return list(self._by_id)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.messages import Op, SamplingParams
+from protocol.inputs import ChatInputs, CompleteInputs
 from worker.runtime.errors import bad_request
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.families import ToolFormat
@@ -135,19 +135,17 @@ def model_features(tokenizer: Any) -> ModelFeatures:
 
 
 def build_features(
-    tokenizer: Any,
-    op: str,
-    inputs: Mapping[str, Any],
-    sampling: SamplingParams,
-    prompt_tokens: list[int],
+    tokenizer: Any, inputs: ChatInputs | CompleteInputs, prompt_tokens: list[int]
 ) -> RequestFeatures:
     """The request's constraint processors and output parser (RequestError for bad input)."""
     # Imported here: llguidance and MLX are needed only by requests that constrain output.
     from worker.text.constraints.plan import plan_constraint
 
     model = model_features(tokenizer)
-    options = RequestOptions.of(inputs) if op == Op.CHAT else RequestOptions()
-    reasoning = model.reasoning if op == Op.CHAT and options.thinking else None
+    chat = isinstance(inputs, ChatInputs)
+    sampling = inputs.sampling
+    options = RequestOptions.of(inputs) if chat else RequestOptions()
+    reasoning = model.reasoning if chat and options.thinking else None
     starts_inside = False
     if reasoning is not None:
         tail = tokenizer.decode(list(prompt_tokens[-_PROMPT_TAIL_TOKENS:]))
@@ -190,18 +188,14 @@ class RequestOptions:
     thinking_budget: int | None = None
 
     @classmethod
-    def of(cls, inputs: Mapping[str, Any]) -> RequestOptions:
+    def of(cls, inputs: ChatInputs) -> RequestOptions:
         tools = tuple(chat_tools(inputs))
-        choice, named = _tool_choice(inputs.get("tool_choice"), tools)
-        parallel = inputs.get("parallel_tool_calls")
-        if parallel is not None and not isinstance(parallel, bool):
-            raise bad_request("parallel_tool_calls must be a boolean")
-        budget = inputs.get("thinking_budget")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-            raise bad_request(f"thinking_budget must be an integer, got {budget!r}")
+        choice, named = _tool_choice(inputs.tool_choice, tools)
+        parallel = inputs.parallel_tool_calls
+        budget = inputs.thinking_budget
         if budget is not None and budget < 1:
             raise bad_request(f"thinking_budget must be at least 1, got {budget}")
-        kwargs = inputs.get("chat_template_kwargs") or {}
+        kwargs = inputs.chat_template_kwargs
         thinking = not any(kwargs.get(key) is False for key in ("enable_thinking", "thinking"))
         return cls(tools, choice, named, parallel is not False, thinking, budget)
 

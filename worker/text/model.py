@@ -29,7 +29,8 @@ import mlx.nn as nn
 from mlx_lm import load
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-from protocol.messages import SamplingParams, Submit
+from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.messages import Submit
 from worker.text.prompts import prompt_for
 from worker.text.request import TokenTexts, make_text_request
 from worker.text.sampling import load_sampling_defaults
@@ -54,10 +55,6 @@ class TextModel:
     draft_model: nn.Module | None = None
     draft_path: str | None = None
     token_texts: Callable[[int], str] | None = None
-
-    @property
-    def limits(self) -> dict[str, Any]:
-        return {"max_context": self.max_context}
 
 
 def load_text_model(path: str, dtype: str = "auto", draft_path: str | None = None) -> TextModel:
@@ -144,7 +141,9 @@ class TextGeneration:
         prompt_progress_callback: Callable[[int, int], None] | None = None,
         settings: GenerationSettings | None = None,
     ) -> None:
-        self.request = make_text_request(text_model, "solo", list(prompt), sampling)
+        # Features (parsers, constraints) are a chat request's: these are the plain end rules.
+        inputs = CompleteInputs(list(prompt), sampling)
+        self.request = make_text_request(text_model, "solo", list(prompt), inputs)
         self._generation = SoloGeneration(
             text_model.model,
             self.request,
@@ -184,5 +183,5 @@ def start_text_generation(
     prompt_progress_callback: Callable[[int, int], None] | None = None,
 ) -> TextGeneration:
     """Validates and tokenizes a Submit and sets up its generation (no model work yet)."""
-    prompt = prompt_for(text_model, submit.op, submit.inputs)
-    return TextGeneration(text_model, prompt, submit.sampling, prompt_progress_callback)
+    prompt = prompt_for(text_model, submit.inputs)
+    return TextGeneration(text_model, prompt, submit.inputs.sampling, prompt_progress_callback)

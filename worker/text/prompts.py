@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from jinja2 import TemplateError
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-from protocol.messages import Op
+from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request
 
 
@@ -79,16 +79,16 @@ def build_completion_prompt(tokenizer: TokenizerWrapper, prompt: str | Sequence[
     return [int(t) for t in prompt]
 
 
-def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> list[int]:
+def prompt_for(text_model: PromptLimits, inputs: Inputs) -> list[int]:
     """Validates a Submit's inputs and returns its prompt ids; RequestError when they are bad."""
-    if not isinstance(inputs, Mapping):
-        raise bad_request("inputs must be an object")
-    if op == Op.CHAT:
+    if isinstance(inputs, ChatInputs):
         tokens = chat_prompt_tokens(text_model.tokenizer, inputs)
-    elif op == Op.COMPLETE:
+    elif isinstance(inputs, CompleteInputs):
         tokens = _completion_tokens(text_model, inputs)
     else:
-        raise bad_request(f"operation {op!r} is not supported by this model (chat, complete)")
+        raise bad_request(
+            f"operation {inputs.op!r} is not supported by this model (chat, complete)"
+        )
     if not tokens:
         raise bad_request("the prompt is empty")
     limit = text_model.max_context
@@ -97,28 +97,25 @@ def prompt_for(text_model: PromptLimits, op: str, inputs: Mapping[str, Any]) -> 
     return tokens
 
 
-def chat_messages(inputs: Mapping[str, Any]) -> list[Any]:
-    """A chat Submit's messages (RequestError unless a non-empty list)."""
-    messages = inputs.get("messages")
-    if not isinstance(messages, list) or not messages:
+def chat_messages(inputs: ChatInputs) -> list[Any]:
+    """A chat Submit's messages (RequestError unless there is one at least)."""
+    if not inputs.messages:
         raise bad_request("messages must be a non-empty list")
-    return messages
+    return inputs.messages
 
 
 def template_kwargs(
-    inputs: Mapping[str, Any], reserved: frozenset[str] = _RESERVED_TEMPLATE_KWARGS
+    inputs: ChatInputs, reserved: frozenset[str] = _RESERVED_TEMPLATE_KWARGS
 ) -> dict[str, Any]:
     """A chat Submit's chat_template_kwargs, none of them one the template call sets itself."""
-    kwargs = inputs.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, Mapping):
-        raise bad_request("chat_template_kwargs must be an object")
+    kwargs = inputs.chat_template_kwargs
     taken = sorted(reserved.intersection(kwargs))
     if taken:
         raise bad_request(f"chat_template_kwargs may not set {', '.join(taken)}")
     return dict(kwargs)
 
 
-def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -> list[int]:
+def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: ChatInputs) -> list[int]:
     """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
     messages = chat_messages(inputs)
     for i, message in enumerate(messages):
@@ -133,13 +130,9 @@ def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: Mapping[str, Any]) -
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc
 
 
-def chat_tools(inputs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def chat_tools(inputs: ChatInputs) -> list[Mapping[str, Any]]:
     """The request's tools, checked: OpenAI function tools with a name (RequestError if not)."""
-    tools = inputs.get("tools")
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise bad_request("tools must be a list")
+    tools = inputs.tools
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
             raise bad_request(f"tools[{i}] must be an object with type 'function'")
@@ -192,12 +185,10 @@ def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**message, "tool_calls": calls}
 
 
-def _completion_tokens(text_model: PromptLimits, inputs: Mapping[str, Any]) -> list[int]:
-    prompt = inputs.get("prompt")
+def _completion_tokens(text_model: PromptLimits, inputs: CompleteInputs) -> list[int]:
+    prompt = inputs.prompt
     if isinstance(prompt, str):
         return build_completion_prompt(text_model.tokenizer, prompt)
-    if not isinstance(prompt, list):
-        raise bad_request("prompt must be a string or a list of token ids")
     for i, token in enumerate(prompt):
         if isinstance(token, bool) or not isinstance(token, int):
             raise bad_request(f"prompt[{i}] is not a token id: {token!r}")

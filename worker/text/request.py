@@ -14,22 +14,14 @@ the batch-1 path on its generate_step generators): the model only hands it token
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import mlx.core as mx
 
-from protocol.messages import (
-    Delta,
-    ErrorInfo,
-    FinishReason,
-    Op,
-    SamplingParams,
-    Submit,
-    TokenLogprob,
-    Usage,
-)
+from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
+from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, TokenLogprob, Usage
 from worker.runtime.errors import bad_request
 from worker.text.features import OutputParser, ParsedDelta, build_features
 from worker.text.prompts import prompt_for
@@ -179,28 +171,24 @@ class TextRequest:
 
 def build_text_request(text_model: TextModelLike, submit: Submit) -> TextRequest:
     """Validates and tokenizes a Submit (RequestError when it is bad); no model work."""
-    prompt = prompt_for(text_model, submit.op, submit.inputs)
-    return make_text_request(
-        text_model, submit.request_id, prompt, submit.sampling, submit.op, submit.inputs
-    )
+    prompt = prompt_for(text_model, submit.inputs)
+    return make_text_request(text_model, submit.request_id, prompt, submit.inputs)
 
 
 def make_text_request(
     text_model: TextModelLike,
     request_id: str,
     prompt: list[int],
-    sampling: SamplingParams,
-    op: str = Op.COMPLETE,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: ChatInputs | CompleteInputs,
 ) -> TextRequest:
     """A request for prompt ids that are already built and checked (RequestError when the
     sampling parameters are bad)."""
+    sampling = inputs.sampling
     _validate(sampling)
-    inputs = inputs if inputs is not None else {"prompt": prompt}
     resolved = resolve_sampling(sampling, text_model.sampling_defaults, text_model.vocab_size)
     processors = list(make_request_logits_processors(resolved))
     tokenizer = text_model.tokenizer
-    features = build_features(tokenizer, op, inputs, sampling, prompt)
+    features = build_features(tokenizer, inputs, prompt)
     processors += list(features.logits_processors)
     max_tokens = sampling.max_tokens
     if text_model.max_context is not None:

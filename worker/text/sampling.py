@@ -29,7 +29,7 @@ from mlx_lm.sample_utils import (
     make_logits_processors,
 )
 
-from protocol.messages import SamplingParams
+from protocol.inputs import SamplingParams
 from worker.runtime.errors import bad_request
 
 log = logging.getLogger(__name__)

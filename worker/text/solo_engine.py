@@ -30,7 +30,9 @@ from mlx_lm.generate import (
 )
 from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
-from protocol.messages import Delta, FinishReason, Op, Submit
+from protocol.inputs import Op
+from protocol.messages import Delta, FinishReason, Submit
+from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, all_tokens, build_text_request, terminal
@@ -189,11 +191,11 @@ class SoloTextEngine:
         self._prefix = prefix if usable else PrefixReuse(None)
         self._active: dict[str, SoloGeneration] = {}
 
-    def capabilities(self) -> list[str]:
-        return [Op.CHAT, Op.COMPLETE]
+    def capabilities(self) -> list[Capability]:
+        return [Capability.CHAT, Capability.COMPLETE]
 
-    def ready_info(self) -> dict[str, Any]:
-        return {**self._text_model.limits, "batching": "interleaved batch-1"}
+    def ready_info(self) -> TextInfo:
+        return TextInfo(self._text_model.max_context, "interleaved batch-1")
 
     def active_ids(self) -> list[str]:
         return list(self._active)

@@ -11,15 +11,12 @@ changes the tokenizer's state).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from worker.runtime.errors import bad_request
+from protocol.inputs import ChatInputs
 from worker.text.prompts import chat_prompt_tokens
 
 
-def count_chat_tokens(tokenizer: Any, inputs: Mapping[str, Any]) -> int:
+def count_chat_tokens(tokenizer: Any, inputs: ChatInputs) -> int:
     """The prompt length for chat `inputs` (RequestError when they are malformed)."""
-    if not isinstance(inputs, Mapping):
-        raise bad_request("inputs must be an object")
     return len(chat_prompt_tokens(tokenizer, inputs))

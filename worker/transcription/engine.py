@@ -2,15 +2,11 @@
 
 `load_stt_engine(path)` loads any speech-recognition family `mlx_audio.stt.load` reads
 (Whisper, Qwen3-ASR, Parakeet, ...) and fails at start, naming the supported families, for
-anything else. Submit.inputs:
-
-    {"audio": bytes,            # the uploaded file, decoded here (never in the gateway)
-     "filename": str,           # its name: the format fallback and error messages
-     "language": str | None,    # ISO-639-1 code (or English name); None: detect
-     "prompt": str | None,      # context: Whisper's initial prompt, Qwen3-ASR's system prompt
-     "temperature": float | None,  # None or 0: Whisper's fallback ladder 0, 0.2, ... 1.0
-     "task": "transcribe" | "translate",
-     "timestamps": ["segment"] | ["word", "segment"]}
+anything else. Submit.inputs is a `protocol.inputs.TranscribeInputs`: the uploaded file
+(decoded here, never in the gateway) and its name, the language (ISO-639-1 or an English
+name; None: detect), the prompt (Whisper's initial prompt, Qwen3-ASR's system prompt), the
+temperature (None or 0: Whisper's fallback ladder 0, 0.2, ... 1.0), the task (transcribe or
+translate) and the timestamp granularities.
 
 Each `step()` transcribes one window (Whisper: 30 s) of every active request, so an abort
 takes effect between windows. Text deltas carry what the windows so far made certain (see
@@ -30,7 +26,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from protocol.messages import Delta, ErrorInfo, FinishReason, Op, Segment, Submit, Usage
+from protocol.inputs import Op, TranscribeInputs
+from protocol.messages import Delta, ErrorInfo, FinishReason, Segment, Submit, Usage
+from protocol.ready import Capability, TranscriptionInfo
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.transcription.audio_decode import decode_audio
 from worker.transcription.family import require_stt_family
@@ -99,19 +97,14 @@ class SttEngine:
 
     # -- Engine ----------------------------------------------------------------------------
 
-    def capabilities(self) -> list[str]:
-        caps = ["transcribe"]
+    def capabilities(self) -> list[Capability]:
+        caps = [Capability.TRANSCRIBE]
         if self.is_whisper and self.model.is_multilingual:
-            caps.append("translate")
+            caps.append(Capability.TRANSLATE)
         return caps
 
-    def ready_info(self) -> dict[str, Any]:
-        return {
-            "asr_model": self.path,
-            "asr_family": self.family,
-            "asr_sample_rate": self.sample_rate,
-            "asr_word_timestamps": self.is_whisper,
-        }
+    def ready_info(self) -> TranscriptionInfo:
+        return TranscriptionInfo(self.path, self.family, self.sample_rate, self.is_whisper)
 
     def active_ids(self) -> list[str]:
         return list(self._active)
@@ -242,37 +235,26 @@ class SttEngine:
         return LANGUAGES[code].title() if self.family in LANGUAGE_BY_NAME else code
 
 
-def _parse_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Validated Submit.inputs; RequestError naming the first bad field."""
-    audio = inputs.get("audio")
-    if not isinstance(audio, (bytes, bytearray, memoryview)):
+def _parse_inputs(inputs: TranscribeInputs) -> dict[str, Any]:
+    """Checked Submit.inputs; RequestError naming the first bad field (types are the
+    protocol's: checked when the Submit was decoded)."""
+    audio, language, temperature = inputs.audio, inputs.language, inputs.temperature
+    task, timestamps = inputs.task, inputs.timestamps or ["segment"]
+    if not audio:
         raise bad_request("`file` is required: the audio file to transcribe")
-    filename = inputs.get("filename") or ""
-    language = inputs.get("language")
-    prompt = inputs.get("prompt")
-    temperature = inputs.get("temperature")
-    task = inputs.get("task") or "transcribe"
-    timestamps = inputs.get("timestamps") or ["segment"]
-    if not isinstance(filename, str):
-        raise bad_request("`filename` must be a string")
-    if language is not None and (not isinstance(language, str) or not language.strip()):
+    if language is not None and not language.strip():
         raise bad_request("`language` must be a non-empty string")
-    if prompt is not None and not isinstance(prompt, str):
-        raise bad_request("`prompt` must be a string")
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-            raise bad_request("`temperature` must be a number")
-        if not 0.0 <= temperature <= 1.0:
-            raise bad_request("`temperature` must be between 0 and 1")
+    if temperature is not None and not 0.0 <= temperature <= 1.0:
+        raise bad_request("`temperature` must be between 0 and 1")
     if task not in TASKS:
         raise bad_request(f"`task` must be one of {', '.join(TASKS)}")
-    if not isinstance(timestamps, list) or any(g not in GRANULARITIES for g in timestamps):
+    if any(g not in GRANULARITIES for g in timestamps):
         raise bad_request("`timestamp_granularities` may hold only 'segment' and 'word'")
     return {
-        "audio": bytes(audio),
-        "filename": filename,
+        "audio": audio,
+        "filename": inputs.filename,
         "language": language,
-        "prompt": prompt,
+        "prompt": inputs.prompt,
         "temperature": float(temperature) if temperature is not None else None,
         "task": task,
         "timestamps": timestamps,

@@ -35,7 +35,9 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from protocol.messages import Delta, FinishReason, Op, Submit
+from protocol.inputs import Op
+from protocol.messages import Delta, FinishReason, Submit
+from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.text.request import TextRequest, make_text_request, terminal
 from worker.vision.features import CountingVisionCache, prefill_features
@@ -190,30 +192,25 @@ class VisionEngine:
         self._state = _ModelState(vision_model.model)
         self._active: dict[str, VisionGeneration] = {}
 
-    def capabilities(self) -> list[str]:
-        caps = [Op.CHAT, Op.COMPLETE]
+    def capabilities(self) -> list[Capability]:
+        caps = [Capability.CHAT, Capability.COMPLETE]
         if self._vm.takes_images:
-            caps.append("image_in")
+            caps.append(Capability.IMAGE_IN)
         if self._vm.takes_audio:
-            caps.append("audio_in")
+            caps.append(Capability.AUDIO_IN)
         return caps
 
-    def ready_info(self) -> dict[str, Any]:
-        return {**self._vm.limits, "batching": "interleaved batch-1"}
+    def ready_info(self) -> TextInfo:
+        return TextInfo(self._vm.max_context, "interleaved batch-1")
 
     def active_ids(self) -> list[str]:
         return list(self._active)
 
     def admit(self, submit: Submit) -> Delta:
         try:
-            inputs = build_vision_inputs(self._vm, submit.op, submit.inputs)
+            inputs = build_vision_inputs(self._vm, submit.inputs)
             request = make_text_request(
-                self._vm,
-                submit.request_id,
-                inputs.token_ids,
-                submit.sampling,
-                submit.op,
-                submit.inputs,
+                self._vm, submit.request_id, inputs.token_ids, submit.inputs
             )
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
@@ -237,7 +234,7 @@ class VisionEngine:
         # Conversations with images continue from their own KV cache (worker/vision/turns.py);
         # audio ones cannot, for the reason above.
         if inputs.images and not inputs.audios and self.turns.enabled:
-            generation.lease = self.turns.take(media_key(submit.inputs["images"]), inputs.token_ids)
+            generation.lease = self.turns.take(media_key(submit.inputs.images), inputs.token_ids)
             kwargs["prompt_cache_state"] = generation.lease.state
         self._active[submit.request_id] = generation
         return Delta(submit.request_id)

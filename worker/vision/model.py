@@ -98,10 +98,6 @@ class VisionModel:
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     token_texts: Any = None
 
-    @property
-    def limits(self) -> dict[str, Any]:
-        return {"max_context": self.max_context}
-
 
 def load_vision_model(path: str) -> VisionModel:
     """Loads a local mlx-vlm checkpoint directory; raises on any failure."""

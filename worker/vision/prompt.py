@@ -25,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 from jinja2 import TemplateError
 
-from protocol.messages import Op
+from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
 from worker.vision.model import VisionModel
@@ -49,28 +49,21 @@ class VisionInputs:
     tensors: dict[str, Any] = field(default_factory=dict)  # input_ids, pixel_values, mask, ...
 
 
-def build_vision_inputs(vm: VisionModel, op: str, inputs: Mapping[str, Any]) -> VisionInputs:
+def build_vision_inputs(vm: VisionModel, inputs: Inputs) -> VisionInputs:
     """Validates a Submit's inputs and prepares them; RequestError when they are bad."""
-    if not isinstance(inputs, Mapping):
-        raise bad_request("inputs must be an object")
-    images = _decode_images(vm, inputs.get("images") or [])
-    audios = _decode_audios(vm, inputs.get("audios") or [])
-    if op == Op.CHAT:
+    if isinstance(inputs, ChatInputs):
+        images = _decode_images(vm, inputs.images)
+        audios = _decode_audios(vm, inputs.audios)
         prompt = chat_prompt_text(vm, inputs, len(images), len(audios))
-    elif op == Op.COMPLETE:
-        if images or audios:
-            raise bad_request("completions take no images or audio; use the chat API")
-        prompt = inputs.get("prompt")
-        if not isinstance(prompt, str):
+        return prepare(vm, prompt, images, audios)
+    if isinstance(inputs, CompleteInputs):
+        if not isinstance(inputs.prompt, str):
             raise bad_request("prompt must be a string for this model")
-    else:
-        raise bad_request(f"operation {op!r} is not supported by this model (chat, complete)")
-    return prepare(vm, prompt, images, audios)
+        return prepare(vm, inputs.prompt, [], [])
+    raise bad_request(f"operation {inputs.op!r} is not supported by this model (chat, complete)")
 
 
-def chat_prompt_text(
-    vm: VisionModel, inputs: Mapping[str, Any], n_images: int, n_audios: int
-) -> str:
+def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audios: int) -> str:
     """The chat prompt mlx-vlm's apply_chat_template renders for these messages."""
     from mlx_vlm.prompt_utils import apply_chat_template
 

@@ -25,7 +25,7 @@ from typing import Any
 from gateway.audio.speech.encoding import unsupported_reason
 from gateway.http.errors import invalid, unknown_field
 from gateway.openai.fields import boolean, integer, number, string
-from protocol.messages import Op
+from protocol.inputs import SpeechInputs
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit
 MAX_REF_AUDIO_BYTES = 10 * 1024 * 1024
@@ -54,13 +54,8 @@ class SpeechCall:
     model: str
     response_format: str
     mode: str  # "file" (buffered), "audio" (streamed bytes) or "sse"
-    inputs: dict[str, Any]  # Submit.inputs for Op.SPEECH
-    op: str = Op.SPEECH
+    inputs: SpeechInputs
     voice_by_id: bool = False  # `voice` came as {"id": ...}: a saved voice's id first
-
-    @property
-    def seed(self) -> int | None:
-        return self.inputs.get("seed")
 
 
 def parse_speech(
@@ -96,17 +91,16 @@ def parse_speech(
     voice, by_id = _voice(body.get("voice"))
     if ref_text is not None and ref_audio is None:  # a saved voice brings its own
         raise invalid("ref_text", "`ref_text` is the transcript of `ref_audio`: send both")
-    inputs = {
-        "input": text,
-        "voice": voice,
-        "ref_audio": ref_audio,
-        "ref_text": ref_text,
-        "instructions": string(body, "instructions"),
-        "language": string(body, "language"),
-        "speed": number(body, "speed", 0.25, 4.0),
-        "seed": integer(body, "seed", 0, 2**63 - 1),
-        "sample_format": "int16",
-    }
+    inputs = SpeechInputs(
+        input=text,
+        voice=voice,
+        ref_audio=ref_audio,
+        ref_text=ref_text,
+        instructions=string(body, "instructions"),
+        language=string(body, "language"),
+        speed=number(body, "speed", 0.25, 4.0),
+        seed=integer(body, "seed", 0, 2**63 - 1),
+    )
     return SpeechCall(model, fmt, _mode(body), inputs, voice_by_id=by_id)
 
 

@@ -32,7 +32,7 @@ from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.sse import sse_event
 from gateway.http.streaming import Ending, Opened, StreamedResponse, enter_one, open_stream
-from protocol.messages import Delta, SamplingParams, Usage
+from protocol.messages import Delta, Usage
 
 STALL_TIMEOUT = 30.0  # seconds one write to the client may stay blocked
 
@@ -42,10 +42,6 @@ class Speech:
     pcm: bytes
     sample_rate: int
     usage: Usage
-
-
-def _sampling(call: SpeechCall) -> SamplingParams:
-    return SamplingParams(max_tokens=1, seed=call.seed)
 
 
 async def collect(request: Request, engine: EngineClient, call: SpeechCall) -> Speech:
@@ -60,7 +56,7 @@ async def collect(request: Request, engine: EngineClient, call: SpeechCall) -> S
 async def _collect(engine: EngineClient, call: SpeechCall) -> Speech:
     chunks: list[bytes] = []
     rate = 0
-    async with engine.request(call.op, call.inputs, _sampling(call), False) as batches:
+    async with engine.request(call.inputs, False) as batches:
         async for batch in batches:
             for delta in batch:
                 if delta.audio:
@@ -78,7 +74,7 @@ async def stream(
     request: Request, engine: EngineClient, call: SpeechCall, sample_rate: int
 ) -> StreamedResponse[list[Delta]]:
     """Wait until the worker accepted the request, then hand it to a streaming response."""
-    enter = partial(enter_one, engine, call.op, call.inputs, _sampling(call), what="speech")
+    enter = partial(enter_one, engine, call.inputs, what="speech")
     return speech_response(await open_stream(request, enter), call, sample_rate)
 
 

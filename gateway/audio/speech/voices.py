@@ -12,42 +12,44 @@ Cloning on a model that cannot is refused here, naming the model, before the wor
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+
+from msgspec.structs import replace
 
 from gateway.audio.speech.request import SpeechCall
 from gateway.audio.speech.voice_store import SavedVoice, VoiceStore
 from gateway.http.errors import invalid
+from protocol.ready import SpeechInfo
 
 
-def resolve(call: SpeechCall, audio: dict[str, Any], store: VoiceStore) -> SpeechCall:
+def resolve(call: SpeechCall, audio: SpeechInfo, store: VoiceStore) -> SpeechCall:
     """`call` with a saved voice replaced by its reference audio; 400s as described above."""
     saved = _saved_voice(call, audio, store)
     inputs = call.inputs
     if saved is not None:
-        if inputs.get("ref_audio") is not None:
+        if inputs.ref_audio is not None:
             raise invalid("voice", "send either a saved `voice` or `ref_audio`, not both")
-        inputs = {**inputs, "voice": None, "ref_audio": saved.audio, "ref_text": saved.transcript}
-    if inputs.get("ref_audio") is not None and not audio.get("cloning"):
+        inputs = replace(inputs, voice=None, ref_audio=saved.audio, ref_text=saved.transcript)
+    if inputs.ref_audio is not None and not audio.cloning:
         param = "voice" if saved is not None else "ref_audio"
         raise invalid(
             param,
-            f"The model `{audio.get('model')}` cannot clone a voice from reference audio "
+            f"The model `{audio.model}` cannot clone a voice from reference audio "
             "(GET /v1/audio/voices shows `cloning`); use one of its preset voices",
             code="cloning_not_supported",
         )
-    if saved is not None and saved.transcript is not None and not audio.get("ref_text"):
+    if saved is not None and saved.transcript is not None and not audio.ref_text:
         # The model clones from the audio alone; sending the transcript would be refused.
-        inputs = {**inputs, "ref_text": None}
+        inputs = replace(inputs, ref_text=None)
     return dataclasses.replace(call, inputs=inputs)
 
 
-def _saved_voice(call: SpeechCall, audio: dict[str, Any], store: VoiceStore) -> SavedVoice | None:
-    name = call.inputs.get("voice")
+def _saved_voice(call: SpeechCall, audio: SpeechInfo, store: VoiceStore) -> SavedVoice | None:
+    name = call.inputs.voice
     if name is None:
         return None
     if call.voice_by_id and store.get(name) is not None:
         return store.get(name)
-    presets = {str(v.get("name", "")).casefold() for v in audio.get("voices", [])}
+    presets = {v.name.casefold() for v in audio.voices}
     if name.casefold() in presets:
         return None
     return store.by_name(name)

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.audio.transcription.formats import FORMATS
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.http.multipart import Form, UploadedFile
+from protocol.inputs import TranscribeInputs
 
 TASK_TRANSCRIBE = "transcribe"
 TASK_TRANSLATE = "translate"
@@ -58,17 +58,16 @@ class TranscriptionRequest:
     def words(self) -> bool:
         return "word" in self.granularities
 
-    def inputs(self) -> dict[str, Any]:
-        """Submit.inputs for Op.TRANSCRIBE."""
-        return {
-            "audio": self.file.data,
-            "filename": self.file.filename,
-            "language": self.language,
-            "prompt": self.prompt,
-            "temperature": self.temperature,
-            "task": self.task,
-            "timestamps": list(self.granularities),
-        }
+    def inputs(self) -> TranscribeInputs:
+        return TranscribeInputs(
+            audio=self.file.data,
+            filename=self.file.filename,
+            language=self.language,
+            prompt=self.prompt,
+            temperature=self.temperature,
+            task=self.task,
+            timestamps=list(self.granularities),
+        )
 
 
 def parse_transcription_form(form: Form, task: str) -> TranscriptionRequest:

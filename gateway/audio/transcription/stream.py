@@ -26,14 +26,9 @@ from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.sse import sse_data, sse_error
 from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
-from protocol.messages import Delta, Op, SamplingParams, Usage
+from protocol.messages import Delta, Usage
 
 WHAT = "transcription"
-
-
-def _sampling(req: TranscriptionRequest) -> SamplingParams:
-    # The engine reads everything from Submit.inputs; max_tokens has no meaning for audio.
-    return SamplingParams(max_tokens=0, temperature=req.temperature)
 
 
 def transcript_of(req: TranscriptionRequest, text: str, terminal: Delta) -> Transcript:
@@ -67,7 +62,7 @@ async def _collect(
     engine: EngineClient, req: TranscriptionRequest
 ) -> tuple[list[str], Delta | None]:
     texts: list[str] = []
-    async with engine.request(Op.TRANSCRIBE, req.inputs(), _sampling(req), False) as batches:
+    async with engine.request(req.inputs(), False) as batches:
         async for batch in batches:
             for delta in batch:
                 if delta.text:
@@ -81,7 +76,7 @@ async def stream(
     request: Request, engine: EngineClient, req: TranscriptionRequest
 ) -> StreamedResponse[list[Delta]]:
     """Wait for the worker's first answer, then hand the open request to an SSE response."""
-    enter = partial(enter_one, engine, Op.TRANSCRIBE, req.inputs(), _sampling(req), what=WHAT)
+    enter = partial(enter_one, engine, req.inputs(), what=WHAT)
     opened = await open_stream(request, enter)
     return StreamedResponse(opened, _TranscriptEvents().encode, sse_error, WHAT)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from protocol.inputs import Constraint, JsonObject
 from worker.runtime.errors import bad_request
 from worker.text.constraints.llg import LlgKit, json_schema_grammar, lark_grammar
 from worker.text.parsers.families import Function, ToolFormat
@@ -23,27 +24,12 @@ from worker.text.parsers.families import Function, ToolFormat
 RESPONSE_FORMAT_FIELD = "response_format"
 
 
-def response_format_grammar(constraint: Mapping[str, Any]) -> tuple[str, str]:
+def response_format_grammar(constraint: Constraint) -> tuple[str, str]:
     """(grammar, field to name in errors) for SamplingParams.constraint."""
-    if not isinstance(constraint, Mapping):
-        raise bad_request("response_format must be an object")
-    kind = constraint.get("type")
-    if kind == "json_object":
+    if isinstance(constraint, JsonObject):
         return json_schema_grammar({"type": "object"}, lenient=True), RESPONSE_FORMAT_FIELD
-    if kind == "json_schema":
-        schema = constraint.get("schema")
-        if schema is None:
-            schema = {}
-        if not isinstance(schema, Mapping):
-            raise bad_request("response_format.json_schema.schema must be an object")
-        strict = constraint.get("strict")
-        if strict is not None and not isinstance(strict, bool):
-            raise bad_request("response_format.json_schema.strict must be a boolean")
-        field = "response_format.json_schema.schema"
-        return json_schema_grammar(closed_objects(schema), lenient=not strict), field
-    raise bad_request(
-        f"response_format type {kind!r} is not supported (supported: json_object, json_schema)"
-    )
+    field = "response_format.json_schema.schema"
+    return json_schema_grammar(closed_objects(constraint.schema), lenient=not constraint.strict), field
 
 
 def tool_call_grammar(

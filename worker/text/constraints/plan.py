@@ -7,9 +7,9 @@ answer cannot be both a tool call and a JSON document.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from protocol.inputs import Constraint
 from worker.runtime.errors import bad_request
 from worker.text.constraints.close_out import close_out_candidates
 from worker.text.constraints.grammars import response_format_grammar, tool_call_grammar
@@ -22,7 +22,7 @@ def plan_constraint(
     tokenizer: Any,
     model: Any,
     options: Any,
-    constraint: Mapping[str, Any] | None,
+    constraint: Constraint | None,
     reasoning_open: bool,
     starts_inside: bool,
     max_tokens: int,

@@ -1,0 +1,123 @@
+"""What a Submit asks for: one typed structure per operation, tagged by the operation's name.
+
+`Submit.inputs` is one of these; its tag (the first element of its wire array) is the
+operation, so the worker routes a request by the type of its inputs. Sampling parameters
+travel only with the operations that sample tokens (chat, complete); speech carries its own
+seed, transcription its temperature. Chat messages, tools and template variables stay JSON
+objects: the chat template reads them as such.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Union
+
+from msgspec import field
+
+from protocol.wire import WireEnum, WireStruct
+
+
+class Op(WireEnum):
+    """Operations a Submit can ask for (the tags of the inputs structures)."""
+
+    CHAT = "chat"
+    COMPLETE = "complete"
+    SPEECH = "speech"  # text -> PCM
+    TRANSCRIBE = "transcribe"  # audio -> text (or translated text)
+    EMBED = "embed"  # reserved for embeddings: no engine serves it yet
+
+
+class JsonObject(WireStruct, tag="json_object"):
+    """Constrained decoding: any JSON object."""
+
+
+class JsonSchema(WireStruct, tag="json_schema"):
+    """Constrained decoding: JSON valid under `schema`."""
+
+    schema: dict[str, Any]
+    name: str | None = None
+    strict: bool | None = None
+
+
+Constraint = Union[JsonObject, JsonSchema]  # noqa: UP007
+
+
+class SamplingParams(WireStruct):
+    """Per-request sampling. None means "the checkpoint's default" (generation_config.json)."""
+
+    max_tokens: int
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    logit_bias: dict[int, float] | None = None
+    stop: list[str] = []
+    logprobs: int | None = None  # None: off; k >= 0: the chosen token's logprob + top k others
+    constraint: Constraint | None = None  # response_format / output_config: JSON by grammar
+
+
+class ChatInputs(WireStruct, tag=Op.CHAT.value):
+    """A chat through the model's chat template. `messages` are the worker's shape:
+    {"role", "content" (a string, or for media models ordered parts {"type": "text" |
+    "image" | "audio", ...}), "tool_calls", "tool_call_id", "reasoning_content"}."""
+
+    op: ClassVar[Op] = Op.CHAT
+    messages: list[dict[str, Any]]
+    sampling: SamplingParams
+    chat_template_kwargs: dict[str, Any] = {}
+    tools: list[dict[str, Any]] = []  # {"type": "function", "function": {name, ...}}
+    tool_choice: str | dict[str, Any] | None = None  # auto | none | required | a function
+    parallel_tool_calls: bool | None = None
+    thinking_budget: int | None = None  # reasoning tokens before the think block is closed
+    images: list[bytes] = []  # the files of the messages' image parts, in order
+    audios: list[bytes] = []  # the files of the messages' audio parts, in order
+
+
+class CompleteInputs(WireStruct, tag=Op.COMPLETE.value):
+    """A completion of `prompt`, encoded as mlx-lm's `stream_generate` would encode it."""
+
+    op: ClassVar[Op] = Op.COMPLETE
+    prompt: str | list[int]
+    sampling: SamplingParams
+
+
+class SpeechInputs(WireStruct, tag=Op.SPEECH.value):
+    """Text to speech. A voice by name, or reference audio (and its transcript) to clone."""
+
+    op: ClassVar[Op] = Op.SPEECH
+    input: str
+    voice: str | None = None
+    instructions: str | None = None  # a voice description or style prompt
+    language: str | None = None
+    speed: float | None = None
+    seed: int | None = None
+    ref_audio: bytes | None = None  # an audio file of the voice to clone
+    ref_text: str | None = None  # its transcript
+    sample_format: str = "int16"  # of Delta.audio (the only one the gateway asks for)
+
+
+class TranscribeInputs(WireStruct, tag=Op.TRANSCRIBE.value):
+    """An uploaded audio file to transcribe, or to translate to English."""
+
+    op: ClassVar[Op] = Op.TRANSCRIBE
+    audio: bytes  # the file as uploaded; the worker decodes and resamples it
+    filename: str = ""
+    language: str | None = None  # ISO-639-1; None: detect
+    prompt: str | None = None
+    temperature: float | None = None  # None: Whisper's fallback ladder
+    task: str = "transcribe"  # or "translate"
+    timestamps: list[str] = field(default_factory=lambda: ["segment"])  # and/or "word"
+
+
+class EmbedInputs(WireStruct, tag=Op.EMBED.value):
+    """Texts (or token ids) to embed; no engine serves embeddings yet."""
+
+    op: ClassVar[Op] = Op.EMBED
+    input: list[str | list[int]]  # texts, or token-id lists
+    dimensions: int | None = None
+
+
+Inputs = Union[ChatInputs, CompleteInputs, SpeechInputs, TranscribeInputs, EmbedInputs]  # noqa: UP007

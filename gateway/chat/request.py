@@ -31,7 +31,9 @@ class GenerationRequest:
     def sampling(self) -> SamplingParams:
         return self.inputs.sampling
 
-    def choices(self, media: dict[str, list[bytes]] | None = None) -> list[ChatInputs | CompleteInputs]:
+    def choices(
+        self, media: dict[str, list[bytes]] | None = None
+    ) -> list[ChatInputs | CompleteInputs]:
         """Every choice's inputs, with the resolved `media` bytes; with a seed, choice i gets
         seed + i (so n choices differ from each other yet each is reproducible)."""
         inputs = replace(self.inputs, **media) if media else self.inputs
@@ -41,9 +43,7 @@ class GenerationRequest:
         return [
             replace(
                 inputs,
-                sampling=replace(
-                    self.sampling, seed=None if seed is None else (seed + i) % 2**64
-                ),
+                sampling=replace(self.sampling, seed=None if seed is None else (seed + i) % 2**64),
             )
             for i in range(self.n)
         ]

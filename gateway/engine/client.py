@@ -177,7 +177,9 @@ class WorkerEngineClient:
 
     # -- requests ------------------------------------------------------------------------
 
-    def request(self, inputs: Inputs, stream: bool, request_id: str | None = None) -> RequestContext:
+    def request(
+        self, inputs: Inputs, stream: bool, request_id: str | None = None
+    ) -> RequestContext:
         submit = Submit(request_id or uuid.uuid4().hex, inputs, stream)
         return RequestContext(self, submit)
 
@@ -271,7 +273,9 @@ class WorkerEngineClient:
         if self.state != "ready" or self._client is None:
             raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
         try:
-            result = await self._client.call(ControlMethod.COUNT_TOKENS, inputs, COUNT_TOKENS_TIMEOUT)
+            result = await self._client.call(
+                ControlMethod.COUNT_TOKENS, inputs, COUNT_TOKENS_TIMEOUT
+            )
         except ControlCallRejected as exc:
             raise WorkerRejected(str(exc)) from None
         except ControlCallFailed as exc:

@@ -29,7 +29,9 @@ def response_format_grammar(constraint: Constraint) -> tuple[str, str]:
     if isinstance(constraint, JsonObject):
         return json_schema_grammar({"type": "object"}, lenient=True), RESPONSE_FORMAT_FIELD
     field = "response_format.json_schema.schema"
-    return json_schema_grammar(closed_objects(constraint.schema), lenient=not constraint.strict), field
+    return json_schema_grammar(
+        closed_objects(constraint.schema), lenient=not constraint.strict
+    ), field
 
 
 def tool_call_grammar(

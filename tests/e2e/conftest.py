@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import openai
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.server import ServerProcess
-
-API_KEY = "test-key-0123456789"
+from tests.support.server import API_KEY, ServerProcess
 
 
 def pytest_collection_modifyitems(items):
@@ -81,13 +76,3 @@ def servers(default_server, llama_server, qwen3_path, llama_path) -> dict:
         "qwen3": (default_server, qwen3_path),
         "llama": (llama_server, llama_path),
     }
-
-
-def openai_client(server: ServerProcess) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key=server.api_key or "none", max_retries=0, timeout=120
-    )
-
-
-def model_name(path: str) -> str:
-    return Path(path).name

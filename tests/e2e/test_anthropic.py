@@ -9,8 +9,8 @@ import json
 import anthropic
 import pytest
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name
+from tests.support import direct
+from tests.support.server import model_name
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 SYSTEM = "You are terse."

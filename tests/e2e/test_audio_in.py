@@ -15,10 +15,10 @@ import openai
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
-from tests.omni_audio import mp3_bytes, wav_bytes
-from tests.vision_helpers import data_url, png
+from tests.support import direct
+from tests.support.omni_audio import mp3_bytes, wav_bytes
+from tests.support.server import model_name, openai_client
+from tests.support.vision import data_url, png
 
 MAX_TOKENS = 16
 QUESTION = "What is said in this clip?"

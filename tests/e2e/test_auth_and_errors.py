@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.conftest import API_KEY, model_name, openai_client
+from tests.support.server import API_KEY, model_name, openai_client
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

@@ -16,8 +16,8 @@ from mlx_lm import stream_generate
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
+from tests.support import direct
+from tests.support.server import model_name, openai_client
 
 TOPICS = ["the sea", "prime numbers", "a red bicycle", "Python lists", "winter", "bread"]
 

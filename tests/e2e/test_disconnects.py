@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.conftest import model_name
-from tests.stt_audio import SENTENCES, concat_wavs, speech_wav
-from tests.vision_helpers import openai_image_message, png
+from tests.support.server import model_name
+from tests.support.stt_audio import SENTENCES, concat_wavs, speech_wav
+from tests.support.vision import openai_image_message, png
 
 LONG_TEXT = " ".join(["The quick brown fox jumps over the lazy dog."] * 40)
 

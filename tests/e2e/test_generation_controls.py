@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
+from tests.support import direct
+from tests.support.server import model_name, openai_client
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 

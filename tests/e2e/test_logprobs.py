@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from mlx_lm.generate import generate_step
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
+from tests.support import direct
+from tests.support.server import model_name, openai_client
 
 MESSAGES = [{"role": "user", "content": "Count to ten."}]
 MAX_TOKENS = 8

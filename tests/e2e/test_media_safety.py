@@ -12,8 +12,8 @@ import openai
 import pytest
 from PIL import Image
 
-from tests.e2e.conftest import model_name, openai_client
-from tests.media_http import MediaServer
+from tests.support.media_http import MediaServer
+from tests.support.server import model_name, openai_client
 
 MAX_PIXELS = 20_000  # the vision server's --max-image-pixels
 

@@ -1,7 +1,7 @@
 """The real server's OpenAI responses and stream events conform to the official OpenAPI document.
 
 Every body and every SSE event of the served operations is validated against the schema the
-vendored document gives for it (tests/openai_spec.py): chat completions (plain, n > 1 with
+vendored document gives for it (tests/support/openai_spec.py): chat completions (plain, n > 1 with
 logprobs, tool calls, structured output, streamed), completions, Responses (with a function
 call, streamed, stored, deleted), models, speech SSE events, transcriptions and translations
 in json / verbose_json / streamed, and the 4xx error bodies.
@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import model_name
-from tests.openai_spec import sse_events, validate
-from tests.stt_audio import speech_wav
+from tests.support.openai_spec import sse_events, validate
+from tests.support.server import model_name
+from tests.support.stt_audio import speech_wav
 
 TOOL = {
     "type": "function",
@@ -220,7 +220,7 @@ def test_error_bodies_conform(full_server, path, kwargs, status):
 
 def test_the_file_of_this_check_exists():
     # The document these tests read must be the vendored one, not a stand-in.
-    from tests.openai_spec import SPEC_PATH, spec
+    from tests.support.openai_spec import SPEC_PATH, spec
 
     assert SPEC_PATH == Path(__file__).parents[1] / "data/openai-openapi/openapi.served.json"
     assert spec()["x-vendored"]["commit"]

@@ -11,9 +11,8 @@ import time
 
 import httpx
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
-from tests.e2e.server import CLI, pid_alive
+from tests.support import direct
+from tests.support.server import CLI, model_name, openai_client, pid_alive
 
 LONG = {"messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 3000}
 

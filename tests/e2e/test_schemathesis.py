@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.e2e.conftest import model_name
-from tests.openai_spec import spec
-from tests.stt_audio import speech_wav
+from tests.support.openai_spec import spec
+from tests.support.server import model_name
+from tests.support.stt_audio import speech_wav
 
 EXAMPLES = 25
 MAX_OUTPUT_TOKENS = 6

@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import subprocess
-from functools import cache
 from pathlib import Path
 
 import av
@@ -22,24 +20,12 @@ import pytest
 import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.conftest import openai_client
-from tests.e2e.server import CLI
-from tests.speech_helpers import TEXT
+from tests.support.direct import direct_pcm
+from tests.support.server import SAME_BLAS, openai_client
+from tests.support.speech import TEXT
 
 INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
 LOSSY_SLACK = 2560  # samples a lossy codec may add (encoder delay, padding to whole frames)
-
-
-@cache
-def _wired() -> bool:
-    done = subprocess.run([CLI, "serve", "--help"], capture_output=True, text=True)
-    return "--tts-model" in done.stdout and "--omni" in done.stdout
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _needs_speech_serving():
-    if not _wired():
-        pytest.skip("`serve --tts-model` / `--omni` are not wired into the CLI yet")
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +36,6 @@ def qwen3_tts_path() -> str:
 @pytest.fixture(scope="module")
 def soprano_path() -> str:
     return str(ensure_checkpoint("soprano"))
-
-
-# Sample-for-sample equality needs the same float arithmetic on both sides: the worker keeps
-# the BLAS this test process has (--blas bundled) instead of preloading OpenBLAS.
-SAME_BLAS = ("--blas", "bundled")
 
 
 @pytest.fixture(scope="module")
@@ -81,24 +62,6 @@ def pcm_of(server, model: str, **body) -> bytes:
     response = post(server, model=model, input=TEXT, response_format="pcm", **body)
     assert response.status_code == 200, response.text
     return response.content
-
-
-@cache
-def _direct_model(path: str):
-    from mlx_audio.tts.utils import load_model
-
-    return load_model(Path(path))
-
-
-def direct_pcm(path: str, seed: int, **kwargs) -> bytes:
-    """mlx-audio in this process, as the worker is documented to call it, as int16 PCM."""
-    import mlx.core as mx
-
-    from worker.speech.audio import to_pcm16
-
-    model = _direct_model(path)
-    mx.random.seed(seed)
-    return b"".join(to_pcm16(r.audio) for r in model.generate(text=TEXT, **kwargs))
 
 
 def decode(data: bytes) -> tuple[np.ndarray, int]:

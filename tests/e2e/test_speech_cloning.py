@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.test_speech import SAME_BLAS, TEXT, direct_pcm
-from tests.speech_helpers import sine_wav
+from tests.support.direct import direct_pcm
+from tests.support.server import SAME_BLAS
+from tests.support.speech import TEXT, sine_wav
 
 INTERVAL = 0.16
 REF_TEXT = "Hello there."

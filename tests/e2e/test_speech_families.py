@@ -20,9 +20,8 @@ import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
-from tests.e2e.conftest import openai_client
-from tests.e2e.test_speech import SAME_BLAS
-from tests.speech_helpers import TEXT, direct_mono_pcm, sine_wav
+from tests.support.server import SAME_BLAS, openai_client
+from tests.support.speech import TEXT, direct_mono_pcm, sine_wav
 
 DESCRIPTION = "A calm, low voice"
 

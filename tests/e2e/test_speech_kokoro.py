@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.conftest import openai_client
-from tests.e2e.test_speech import SAME_BLAS
+from tests.support.server import SAME_BLAS, openai_client
 
 pytest.importorskip(
     "misaki.espeak",

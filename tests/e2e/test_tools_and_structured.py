@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
+from tests.support import direct
+from tests.support.server import model_name, openai_client
 
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 WEATHER_PARAMETERS = {

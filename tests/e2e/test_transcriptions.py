@@ -10,34 +10,16 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import time
-from functools import cache
 from pathlib import Path
 
 import httpx
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e.conftest import openai_client
-from tests.e2e.server import CLI
-from tests.stt_audio import SENTENCES, concat_wavs, duration, encode, speech_wav
-from tests.unit.test_transcription_formats import parse_srt, parse_vtt
-
-# The worker keeps this test process's BLAS, so both sides compute alike.
-SAME_BLAS = ("--blas", "bundled")
-
-
-@cache
-def _wired() -> bool:
-    done = subprocess.run([CLI, "serve", "--help"], capture_output=True, text=True)
-    return "--asr-model" in done.stdout
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _needs_speech_in_serving():
-    if not _wired():
-        pytest.skip("`serve --asr-model` (speech-in engine in the worker) is not wired yet")
+from tests.support.server import SAME_BLAS, openai_client
+from tests.support.stt_audio import SENTENCES, concat_wavs, duration, encode, speech_wav
+from tests.support.subtitles import parse_srt, parse_vtt
 
 
 @pytest.fixture(scope="module")

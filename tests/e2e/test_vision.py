@@ -1,7 +1,7 @@
 """Chat with images through the real server on mlx-vlm equals direct mlx-vlm (greedy).
 
 The server runs the tiny random-weight Qwen2-VL checkpoint; the reference is
-`tests.e2e.direct.greedy_vlm_chat` (apply_chat_template + generate on the same PNG files).
+`tests.support.direct.greedy_vlm_chat` (apply_chat_template + generate on the same PNG files).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import anthropic
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
-from tests.vision_helpers import mlx_vlm_message, openai_image_message, png
+from tests.support import direct
+from tests.support.server import model_name, openai_client
+from tests.support.vision import mlx_vlm_message, openai_image_message, png
 
 MAX_TOKENS = 24
 QUESTION = "What is in this picture?"

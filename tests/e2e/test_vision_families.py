@@ -1,7 +1,7 @@
 """Image chat through the real server equals direct mlx-vlm for Qwen2.5-VL, Qwen3-VL and Gemma 3.
 
 One server per family (the tiny random-weight checkpoint, prefix cache on as by default),
-stopped after its family's tests; the reference is `tests.e2e.direct.greedy_vlm_chat`
+stopped after its family's tests; the reference is `tests.support.direct.greedy_vlm_chat`
 (mlx-vlm's apply_chat_template + generate on the same PNG files, greedy).
 """
 
@@ -10,10 +10,9 @@ from __future__ import annotations
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.e2e import direct
-from tests.e2e.conftest import model_name, openai_client
-from tests.e2e.server import ServerProcess
-from tests.vision_helpers import mlx_vlm_message, openai_image_message, png
+from tests.support import direct
+from tests.support.server import ServerProcess, model_name, openai_client
+from tests.support.vision import mlx_vlm_message, openai_image_message, png
 
 MAX_TOKENS = 16
 QUESTION = "What is in this picture?"

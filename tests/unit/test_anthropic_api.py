@@ -11,8 +11,8 @@ import pytest
 
 from gateway.engine.errors import EngineUnavailable, WorkerRejected
 from protocol.messages import Delta, ToolCallDelta, Usage
-from tests.unit.gateway_fake import FakeEngine, accepted, failure, finish, make_client, text
-from tests.unit.sdk_clients import anthropic_client
+from tests.support.fake_engine import FakeEngine, accepted, failure, finish, make_client, text
+from tests.support.sdk_clients import anthropic_client
 
 USER = [{"role": "user", "content": "weather in Paris?"}]
 BODY = {"model": "tiny", "max_tokens": 20, "messages": USER}

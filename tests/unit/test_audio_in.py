@@ -13,8 +13,8 @@ import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.omni_audio import mp3_bytes, wav_bytes
-from tests.vision_helpers import chat_submit, png, run_all
+from tests.support.omni_audio import mp3_bytes, wav_bytes
+from tests.support.vision import chat_submit, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -19,7 +19,7 @@ from protocol.messages import FinishReason
 from scripts.tiny_checkpoint import ensure_checkpoint
 from tests.support.inputs import chat
 from tests.support.inputs import constraint as as_constraint
-from tests.unit.schema_check import validate
+from tests.support.schema_check import validate
 from worker.text.constraints.processor import ConstraintProcessor
 from worker.text.constraints.think_gate import ThinkGate
 from worker.text.features import build_features, configure

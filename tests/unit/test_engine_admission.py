@@ -10,7 +10,7 @@ from gateway.engine.admission import Admission
 from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.engine.request_stream import RequestStream
 from protocol.messages import Delta, Usage
-from tests.fakes.engine_harness import async_test
+from tests.support.engine_harness import async_test
 
 
 async def _settle() -> None:

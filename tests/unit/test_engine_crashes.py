@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.fakes.engine_harness import (
+from tests.support.engine_harness import (
     FakeWorkers,
     async_test,
     collect,

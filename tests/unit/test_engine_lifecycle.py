@@ -11,7 +11,7 @@ from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable
 from protocol.inputs import CompleteInputs
 from protocol.messages import PROTOCOL_VERSION
-from tests.fakes.engine_harness import (
+from tests.support.engine_harness import (
     FakeWorkers,
     async_test,
     collect,

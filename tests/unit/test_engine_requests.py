@@ -9,7 +9,7 @@ import pytest
 from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable, QueueFull
 from protocol.inputs import CompleteInputs
-from tests.fakes.engine_harness import (
+from tests.support.engine_harness import (
     FakeWorkers,
     async_test,
     collect,
@@ -121,7 +121,7 @@ async def test_worker_stats_without_a_ready_worker_is_unavailable(tmp_path):
 
 def test_the_worker_client_and_the_http_tests_fake_are_both_engine_clients():
     from gateway.engine.protocol import EngineClient
-    from tests.unit.gateway_fake import FakeEngine
+    from tests.support.fake_engine import FakeEngine
 
     assert isinstance(WorkerEngineClient(fast_config()), EngineClient)
     assert isinstance(FakeEngine(), EngineClient)

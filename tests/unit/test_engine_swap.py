@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.engine.errors import SwapFailed
-from tests.fakes.engine_harness import (
+from tests.support.engine_harness import (
     FakeWorkers,
     async_test,
     collect,

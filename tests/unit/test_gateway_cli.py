@@ -13,7 +13,8 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from gateway.cli import main as cli
 from gateway.engine.errors import SwapFailed
 from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-from tests.unit.gateway_fake import FakeEngine, make_client
+from tests.support.fake_engine import FakeEngine, make_client
+from tests.support.fake_server import FakeServer
 
 FORBIDDEN = ("mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "transformers")
 
@@ -64,39 +65,6 @@ def test_missing_directories_and_invalid_ids_are_not_found(model):
 
 
 # -- serve ---------------------------------------------------------------------------------
-
-
-class FakeServer:
-    instances: list[FakeServer] = []
-
-    def __init__(self, config) -> None:
-        self.config = config
-        self.started = False
-        FakeServer.instances.append(self)
-
-    def run(self) -> None:
-        self.started = True
-
-
-@pytest.fixture
-def no_serving(monkeypatch):
-    """`serve` wired to a recording engine class and a server that returns at once."""
-    import uvicorn
-
-    import gateway.engine.client
-
-    engines = []
-
-    class RecordingEngine(FakeEngine):
-        def __init__(self, config) -> None:
-            super().__init__()
-            self.config = config
-            engines.append(self)
-
-    FakeServer.instances.clear()
-    monkeypatch.setattr(gateway.engine.client, "WorkerEngineClient", RecordingEngine)
-    monkeypatch.setattr(uvicorn, "Server", FakeServer)
-    return engines
 
 
 def test_serve_builds_the_config_from_its_options(no_serving, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.engine.errors import SwapFailed
-from tests.unit.gateway_fake import FakeEngine, accepted, failure, finish, make_client, text
+from tests.support.fake_engine import FakeEngine, accepted, failure, finish, make_client, text
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 

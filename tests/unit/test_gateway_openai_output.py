@@ -9,8 +9,8 @@ import json
 import pytest
 
 from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
-from tests.unit.gateway_fake import FakeEngine, accepted, finish, make_client, text
-from tests.unit.sdk_clients import openai_client
+from tests.support.fake_engine import FakeEngine, accepted, finish, make_client, text
+from tests.support.sdk_clients import openai_client
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 

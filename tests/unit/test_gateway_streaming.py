@@ -18,7 +18,7 @@ from gateway.http import errors
 from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
 from protocol.inputs import ChatInputs, SamplingParams
 from protocol.messages import Delta
-from tests.unit.gateway_fake import (
+from tests.support.fake_engine import (
     HANG,
     FakeEngine,
     accepted,

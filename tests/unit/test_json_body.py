@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.http.json_body import MAX_DEPTH, BodyError, parse_json
-from tests.unit.gateway_fake import make_client
+from tests.support.fake_engine import make_client
 
 
 def test_a_body_nested_deeper_than_the_limit_is_refused():

@@ -18,7 +18,7 @@ from gateway.media import problems
 from gateway.media.addresses import address_problem
 from gateway.media.fetch import MAX_REDIRECTS, FetchLimits, fetch
 from gateway.media.problems import MediaRejected
-from tests.media_http import MediaServer
+from tests.support.media_http import MediaServer
 
 PUBLIC = "127.0.0.2"
 BODY = b"\x89PNG fake image bytes"

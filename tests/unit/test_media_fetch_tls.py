@@ -21,7 +21,7 @@ from gateway.media import problems
 from gateway.media.addresses import address_problem
 from gateway.media.fetch import FetchLimits, fetch
 from gateway.media.problems import MediaRejected
-from tests.media_http import MediaServer
+from tests.support.media_http import MediaServer
 
 x509 = pytest.importorskip("cryptography.x509")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

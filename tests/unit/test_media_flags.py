@@ -9,7 +9,7 @@ from gateway.cli import main as cli
 from gateway.config import ServerConfig
 from gateway.engine.worker_process import default_worker_command
 from protocol import Endpoints
-from tests.unit.test_gateway_cli import FakeServer, no_serving  # noqa: F401 (a fixture)
+from tests.support.fake_server import FakeServer
 from worker.runtime.process import parse_args
 
 

@@ -15,8 +15,8 @@ from PIL import Image
 from gateway.media.addresses import address_problem
 from gateway.media.resolve import MediaSettings
 from protocol.ready import Capability
-from tests.media_http import MediaServer
-from tests.unit.gateway_fake import FakeEngine, make_client, ready
+from tests.support.fake_engine import FakeEngine, make_client, ready
+from tests.support.media_http import MediaServer
 
 OMNI = ["chat", "complete", "image_in", "audio_in"]
 

@@ -13,8 +13,8 @@ import pytest
 
 from protocol.messages import Delta, Segment, Usage
 from protocol.ready import Capability, SpeechInfo, TranscriptionInfo, Voice
-from tests.openai_spec import request_properties
-from tests.unit.gateway_fake import FakeEngine, accepted, make_client, ready
+from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
+from tests.support.openai_spec import request_properties
 
 # The request fields of the vendored document (openai-openapi f85dbe2, 2026-08-21).
 RECORDED = {

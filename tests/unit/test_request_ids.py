@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.gateway_fake import FakeEngine, accepted, failure, make_client
+from tests.support.fake_engine import FakeEngine, accepted, failure, make_client
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}]}
 

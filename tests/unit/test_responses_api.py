@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
-from tests.unit.gateway_fake import FakeEngine, accepted, failure, finish, make_client, text
-from tests.unit.sdk_clients import openai_client
+from tests.support.fake_engine import FakeEngine, accepted, failure, finish, make_client, text
+from tests.support.sdk_clients import openai_client
 
 TOOL = {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": False}
 SCRIPT = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.stt_audio import SENTENCES, encode, speech_wav, synthetic_voice, write_wav
+from tests.support.stt_audio import SENTENCES, encode, speech_wav, synthetic_voice, write_wav
 from worker.runtime.errors import RequestError
 
 pytest.importorskip("mlx_audio.audio_io")

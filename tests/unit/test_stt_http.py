@@ -10,7 +10,7 @@ import pytest
 from protocol.inputs import TranscribeInputs
 from protocol.messages import Delta, ErrorInfo, Segment, Usage
 from protocol.ready import Capability, TranscriptionInfo
-from tests.unit.gateway_fake import FakeEngine, accepted, make_client, ready
+from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
 
 URL = "/v1/audio/transcriptions"
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt fake bytes the worker would decode"

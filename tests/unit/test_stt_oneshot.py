@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.stt_audio import SENTENCES, speech_wav
+from tests.support.stt_audio import SENTENCES, speech_wav
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
 

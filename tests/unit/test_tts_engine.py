@@ -15,7 +15,7 @@ import soundfile
 
 from protocol.ready import Voice
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.speech_helpers import TEXT, run, submit
+from tests.support.speech import TEXT, run, submit
 from worker.runtime.errors import RequestError
 from worker.speech.audio import decode_reference, to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine

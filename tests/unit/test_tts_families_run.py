@@ -21,7 +21,7 @@ import soundfile
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
-from tests.speech_helpers import TEXT, direct_mono_pcm, run, sine_wav, submit
+from tests.support.speech import TEXT, direct_mono_pcm, run, sine_wav, submit
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 

@@ -17,7 +17,7 @@ import pytest
 
 from scripts.tiny_checkpoint import ensure_checkpoint
 from scripts.tiny_kokoro import KOKORO_VOICES
-from tests.speech_helpers import run, submit
+from tests.support.speech import run, submit
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 

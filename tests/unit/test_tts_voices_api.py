@@ -9,8 +9,8 @@ from msgspec.structs import replace
 
 from gateway.audio.speech.voice_store import VoiceStore
 from protocol.ready import Capability
-from tests.unit.gateway_fake import FakeEngine, make_client, ready
-from tests.unit.test_tts_speech_api import AUDIO, BODY, speech_script
+from tests.support.fake_engine import FakeEngine, make_client, ready
+from tests.support.fake_speech import AUDIO, BODY, speech_script
 
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(64)
 FORM = {"model": "tiny-tts", "input": "Hello there.", "response_format": "pcm"}

@@ -8,7 +8,16 @@ import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
+from tests.support.vision import (
+    QUESTION,
+    direct_vlm_tokens,
+    mlx_vlm_message,
+    png,
+    run_all,
+)
+from tests.support.vision import (
+    vision_submit as submit,
+)
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -16,20 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
 from worker.vision.model import load_vision_model  # noqa: E402
 
-QUESTION = "What is this?"
 MAX_TOKENS = 10
-
-
-def submit(
-    rid: str,
-    images: list[bytes],
-    messages: list[dict] | None = None,
-    max_tokens: int = MAX_TOKENS,
-    logprobs: int | None = None,
-) -> Submit:
-    """Greedy chat about `images` (by default the question with one image part each)."""
-    messages = messages or [mlx_vlm_message(QUESTION, len(images))]
-    return chat_submit(rid, messages, images=images, max_tokens=max_tokens, logprobs=logprobs)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from protocol.messages import FinishReason, Submit
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.vision_helpers import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
+from tests.support.vision import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -12,8 +12,8 @@ import pytest
 
 from protocol.messages import FinishReason
 from scripts.tiny_checkpoint import ensure_checkpoint
-from tests.unit.test_vision_engine import submit
-from tests.vision_helpers import mlx_vlm_message, png, run_all
+from tests.support.vision import mlx_vlm_message, png, run_all
+from tests.support.vision import vision_submit as submit
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

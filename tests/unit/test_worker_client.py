@@ -12,7 +12,7 @@ from gateway.engine import worker_channel as worker_client
 from gateway.engine.worker_channel import WorkerClient
 from protocol import Endpoints, decode, encode
 from protocol.messages import ControlReply, Heartbeat, Message
-from tests.fakes.engine_harness import async_test, wait_until
+from tests.support.engine_harness import async_test, wait_until
 
 
 def _worker_socket(endpoints: Endpoints) -> tuple[zmq.Context, zmq.Socket]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_worker_scheduler import FakeEngine, Harness, submit
+from tests.support.scheduler_fakes import FakeEngine, Harness, submit
 from worker.runtime.handoff import ShutdownRequest
 
 OPS = ("complete", "speech", "transcribe")

@@ -1,12 +1,16 @@
-"""What mlx-lm produces when called directly: the reference the server must equal."""
+"""What mlx-lm, mlx-vlm and mlx-audio produce when called directly: the references the server
+must equal."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 
 from mlx_lm import load, stream_generate
 from mlx_lm.sample_utils import make_sampler
+
+from tests.support.speech import TEXT
 
 
 @dataclass
@@ -92,3 +96,21 @@ def greedy_vlm_chat(
     return DirectResult(
         result.text, list(result.token_ids), result.prompt_tokens, result.finish_reason
     )
+
+
+@cache
+def _direct_tts_model(path: str):
+    from mlx_audio.tts.utils import load_model
+
+    return load_model(Path(path))
+
+
+def direct_pcm(path: str, seed: int, text: str = TEXT, **kwargs) -> bytes:
+    """mlx-audio in this process, as the worker is documented to call it, as int16 PCM."""
+    import mlx.core as mx
+
+    from worker.speech.audio import to_pcm16
+
+    model = _direct_tts_model(path)
+    mx.random.seed(seed)
+    return b"".join(to_pcm16(r.audio) for r in model.generate(text=text, **kwargs))

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import httpx
+import openai
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
+API_KEY = "test-key-0123456789"  # what the e2e servers require
 
 
 def free_port() -> int:
@@ -84,3 +86,19 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+# Sample-for-sample equality needs the same float arithmetic on both sides: the worker keeps
+# the BLAS this test process has (--blas bundled) instead of preloading OpenBLAS.
+SAME_BLAS = ("--blas", "bundled")
+
+
+def openai_client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=f"{server.url}/v1", api_key=server.api_key or "none", max_retries=0, timeout=120
+    )
+
+
+def model_name(path: str) -> str:
+    """The served name of a checkpoint directory."""
+    return Path(path).name

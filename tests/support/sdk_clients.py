@@ -13,7 +13,7 @@ import anthropic
 import httpx2
 import openai
 
-from tests.unit.gateway_fake import FakeEngine, make_client
+from tests.support.fake_engine import FakeEngine, make_client
 
 _HOP_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
 

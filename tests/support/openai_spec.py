@@ -17,7 +17,7 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SPEC_PATH = Path(__file__).parent / "data" / "openai-openapi" / "openapi.served.json"
+SPEC_PATH = Path(__file__).parents[1] / "data" / "openai-openapi" / "openapi.served.json"
 _URI = "urn:openai-openapi"
 
 

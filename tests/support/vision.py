@@ -100,3 +100,18 @@ def direct_vlm_tokens(path: str, images: list[bytes], text: str, max_tokens: int
         )
     )
     return results[-1].token_ids
+
+
+QUESTION = "What is this?"
+
+
+def vision_submit(
+    rid: str,
+    images: list[bytes],
+    messages: list[dict] | None = None,
+    max_tokens: int = 10,
+    logprobs: int | None = None,
+) -> Submit:
+    """Greedy chat about `images` (by default the question with one image part each)."""
+    messages = messages or [mlx_vlm_message(QUESTION, len(images))]
+    return chat_submit(rid, messages, images=images, max_tokens=max_tokens, logprobs=logprobs)

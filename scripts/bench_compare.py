@@ -278,7 +278,7 @@ def print_summary(summary: dict) -> None:
 def main() -> None:
     args = parse_args()
     if args.model is None:
-        from scripts.tiny_checkpoint import ensure_checkpoint
+        from scripts.checkpoints import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size="20m"))
     env = side_env(args.blas, args.openblas_threads)

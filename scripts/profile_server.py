@@ -82,7 +82,7 @@ def main() -> None:
     p.add_argument("--out", default="/tmp/profile-server")
     args = p.parse_args()
     if args.model is None:
-        from scripts.tiny_checkpoint import ensure_checkpoint
+        from scripts.checkpoints import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size="20m"))
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))

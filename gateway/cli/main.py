@@ -22,7 +22,7 @@ from gateway.config import ServerConfig
 
 DEFAULTS = ServerConfig(model="", served_model_name="")
 DEFAULT_URL = "http://127.0.0.1:8000"
-TINY_CHECKPOINT_COMMAND = [sys.executable, "-m", "scripts.tiny_checkpoint", "--arch", "qwen3"]
+TINY_CHECKPOINT_COMMAND = [sys.executable, "-m", "scripts.checkpoints", "--arch", "qwen3"]
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import API_KEY, ServerProcess
 
 

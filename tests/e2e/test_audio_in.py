@@ -14,7 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.omni_audio import mp3_bytes, wav_bytes
 from tests.support.server import model_name, openai_client

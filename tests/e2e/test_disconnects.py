@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import model_name
 from tests.support.stt_audio import SENTENCES, concat_wavs, speech_wav
 from tests.support.vision import openai_image_message, png

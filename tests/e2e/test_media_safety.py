@@ -98,7 +98,7 @@ def test_a_text_model_refuses_anthropic_images(default_server, qwen3_path):
 
 @pytest.fixture(scope="module")
 def vision(start_server):
-    from scripts.tiny_checkpoint import ensure_checkpoint
+    from scripts.checkpoints import ensure_checkpoint
 
     try:
         path = str(ensure_checkpoint("qwen2_vl"))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.direct import direct_pcm
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT

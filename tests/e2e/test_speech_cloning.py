@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.direct import direct_pcm
 from tests.support.server import SAME_BLAS
 from tests.support.speech import TEXT, sine_wav

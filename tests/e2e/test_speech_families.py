@@ -18,8 +18,8 @@ import httpx
 import pytest
 import soundfile
 
-from scripts.tiny_checkpoint import ensure_checkpoint
-from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
+from scripts.checkpoints import ensure_checkpoint
+from scripts.checkpoints.tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT, direct_mono_pcm, sine_wav
 

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import SAME_BLAS, openai_client
 
 pytest.importorskip(

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.stt_audio import SENTENCES, concat_wavs, duration, encode, speech_wav
 from tests.support.subtitles import parse_srt, parse_vtt

@@ -11,7 +11,7 @@ import base64
 import anthropic
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import model_name, openai_client
 from tests.support.vision import mlx_vlm_message, openai_image_message, png

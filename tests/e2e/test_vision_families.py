@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import ServerProcess, model_name, openai_client
 from tests.support.vision import mlx_vlm_message, openai_image_message, png

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.omni_audio import mp3_bytes, wav_bytes
 from tests.support.vision import chat_submit, png, run_all
 

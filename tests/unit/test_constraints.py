@@ -16,7 +16,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from protocol.messages import FinishReason
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat
 from tests.support.inputs import constraint as as_constraint
 from tests.support.schema_check import validate

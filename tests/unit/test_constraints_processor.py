@@ -10,7 +10,7 @@ import json
 import mlx.core as mx
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import constraint as as_constraint
 from worker.text.constraints.close_out import close_out_candidates
 from worker.text.constraints.grammars import response_format_grammar

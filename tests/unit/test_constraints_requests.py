@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.messages import ErrorCode
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat, complete, constraint
 from worker.runtime.errors import RequestError
 from worker.text.constraints.grammars import closed_objects

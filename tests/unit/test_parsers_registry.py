@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.text.features import configure, model_features
 from worker.text.model import load_text_model
 from worker.text.parsers.registry import (

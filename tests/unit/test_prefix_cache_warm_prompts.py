@@ -22,7 +22,7 @@ from launch.warm_prompts import (
     parse_warm_prompts,
 )
 from protocol.inputs import ChatInputs, CompleteInputs
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
 from worker.cache.warm_prompts import warm_prefix_cache

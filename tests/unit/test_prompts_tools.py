@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from protocol.messages import ControlCall, ControlMethod, ErrorCode
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat
 from worker.runtime.errors import RequestError
 from worker.runtime.handoff import Handoff

@@ -18,7 +18,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, load_prompt_cache, make_prompt_cache
 
 import worker.cache.io_thread as cache_io_thread
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scripts import tiny_whisper
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
+from scripts.checkpoints import whisper as tiny_whisper
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from protocol.inputs import TranscribeInputs
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.stt_audio import SENTENCES, concat_wavs, duration, speech_wav
 
 mlx_audio_stt = pytest.importorskip("mlx_audio.stt")

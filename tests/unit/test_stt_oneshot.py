@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.stt_audio import SENTENCES, speech_wav
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import tiny_checkpoint as tc
+from scripts import checkpoints as tc
+from scripts.checkpoints import build, registry, text
 
 # A local directory never needs the hub; offline makes any accidental lookup fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,7 +44,7 @@ def _chat(tokenizer, messages: list[dict], **kwargs) -> str:
 def test_mlx_lm_loads_checkpoint_with_its_model_type(loaded: dict, arch: str) -> None:
     model, tokenizer = loaded[arch]
     assert model.model_type == arch
-    assert model.args.vocab_size == len(tokenizer.get_vocab()) == tc.SIZES["tiny"].vocab
+    assert model.args.vocab_size == len(tokenizer.get_vocab()) == text.SIZES["tiny"].vocab
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -197,7 +198,7 @@ def test_cache_dir_defaults_to_environment_variable(tmp_path: Path, monkeypatch)
 def test_losing_a_build_race_keeps_the_winner(tmp_path: Path, monkeypatch) -> None:
     winner = tmp_path / tc.checkpoint_name("qwen3", "tiny")
 
-    def racing_build(arch: tc.Arch, dims: tc.Dims, out_dir: Path) -> int:
+    def racing_build(arch: tc.Arch, dims: text.Dims, out_dir: Path) -> int:
         # Another process finishes its build while this one is still writing.
         winner.mkdir()
         (winner / "config.json").write_text("{}")
@@ -205,7 +206,7 @@ def test_losing_a_build_race_keeps_the_winner(tmp_path: Path, monkeypatch) -> No
         return 0
 
     monkeypatch.setitem(
-        tc.ARCHS, "qwen3", dataclasses.replace(tc.ARCHS["qwen3"], build=racing_build)
+        registry.ARCHS, "qwen3", dataclasses.replace(registry.ARCHS["qwen3"], build=racing_build)
     )
     assert tc.ensure_checkpoint("qwen3", cache_dir=tmp_path) == winner
     assert [p.name for p in tmp_path.iterdir()] == [winner.name]
@@ -217,14 +218,14 @@ def test_unknown_arch_error_lists_choices(tmp_path: Path) -> None:
 
 
 def test_cli_prints_path_as_last_line(cache: Path, capsys) -> None:
-    assert tc.main(["--arch", "llama", "--cache-dir", str(cache)]) == 0
+    assert build.main(["--arch", "llama", "--cache-dir", str(cache)]) == 0
     last_line = capsys.readouterr().out.splitlines()[-1]
     assert Path(last_line) == tc.ensure_checkpoint("llama", cache_dir=cache)
 
 
 def test_cli_rejects_unknown_size_listing_choices(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        tc.main(["--size", "huge", "--cache-dir", str(tmp_path)])
+        build.main(["--size", "huge", "--cache-dir", str(tmp_path)])
     assert exit_info.value.code != 0
     assert "20m" in capsys.readouterr().err
 
@@ -343,7 +344,7 @@ def test_mlx_audio_loads_every_weight_of_moss_tts_nano_and_its_codec(tmp_path: P
     _every_parameter_is_a_written_one(tokenizer, written)
 
 
-# Image families beyond Qwen2-VL (scripts/tiny_vlm_families.py): the transformers tensor
+# Image families beyond Qwen2-VL (scripts/checkpoints/vlm_families.py): the transformers tensor
 # names -> mlx-vlm's parameter names, spelled out here rather than taken from mlx-vlm's own
 # `sanitize`, so a weight the loader drops or misplaces is noticed.
 IMAGE_FAMILY_RENAMES = {
@@ -428,7 +429,7 @@ def test_image_family_image_tokens_expand_and_special_rows_are_zero(
 ) -> None:
     from PIL import Image
 
-    from scripts.tiny_gemma3 import GEMMA3_TOKENS_PER_IMAGE
+    from scripts.checkpoints.gemma3 import GEMMA3_TOKENS_PER_IMAGE
 
     _, model, processor = image_families[arch]
     config = model.config

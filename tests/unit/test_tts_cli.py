@@ -11,7 +11,7 @@ import pytest
 import soundfile
 
 from gateway.cli.speech import format_for
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.speech.audio import to_pcm16
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))

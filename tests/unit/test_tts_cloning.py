@@ -15,7 +15,7 @@ import soundfile
 
 from protocol.inputs import SpeechInputs
 from protocol.messages import Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 from worker.speech.families import MOSS_TTS_NANO, SpeechRequest

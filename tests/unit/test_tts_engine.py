@@ -14,7 +14,7 @@ import pytest
 import soundfile
 
 from protocol.ready import Voice
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.speech import TEXT, run, submit
 from worker.runtime.errors import RequestError
 from worker.speech.audio import decode_reference, to_pcm16

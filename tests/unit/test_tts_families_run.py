@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from scripts.tiny_checkpoint import ensure_checkpoint
-from scripts.tiny_tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
+from scripts.checkpoints import ensure_checkpoint
+from scripts.checkpoints.tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 from tests.support.speech import TEXT, direct_mono_pcm, run, sine_wav, submit
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine

@@ -15,8 +15,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from scripts.tiny_checkpoint import ensure_checkpoint
-from scripts.tiny_kokoro import KOKORO_VOICES
+from scripts.checkpoints import ensure_checkpoint
+from scripts.checkpoints.kokoro import KOKORO_VOICES
 from tests.support.speech import run, submit
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine

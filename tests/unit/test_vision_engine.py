@@ -7,7 +7,7 @@ import os
 import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import (
     QUESTION,
     direct_vlm_tokens,

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from protocol.messages import FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
 
 pytest.importorskip("mlx_vlm")

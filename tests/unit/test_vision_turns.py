@@ -11,7 +11,7 @@ import os
 import pytest
 
 from protocol.messages import FinishReason
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import mlx_vlm_message, png, run_all
 from tests.support.vision import vision_submit as submit
 

@@ -14,7 +14,7 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.text import features as request_features
 from worker.text.batch_engine import BatchTextEngine

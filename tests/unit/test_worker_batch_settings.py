@@ -240,7 +240,7 @@ def test_serve_refuses_a_bad_warm_prompts_file_naming_the_line(configs, tmp_path
 
 
 def engine_setup(*flags: str):
-    from scripts.tiny_checkpoint import ensure_checkpoint
+    from scripts.checkpoints import ensure_checkpoint
     from worker.text.args import build_text_engine
 
     return build_text_engine(

@@ -41,7 +41,7 @@ from protocol.messages import (
     Usage,
 )
 from protocol.ready import TextInfo
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import inputs_of
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt

@@ -6,7 +6,7 @@ import pytest
 
 from protocol.inputs import SpeechInputs
 from protocol.messages import ErrorCode
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import complete, inputs_of
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model

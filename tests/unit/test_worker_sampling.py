@@ -9,7 +9,7 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import SamplingParams
 from protocol.messages import ErrorCode
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model
 from worker.text.prompts import build_completion_prompt

@@ -8,7 +8,7 @@ import pytest
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.tiny_checkpoint import ensure_checkpoint
+from scripts.checkpoints import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import TextGeneration, load_text_model, start_text_generation
 

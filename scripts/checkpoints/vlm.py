@@ -9,7 +9,7 @@ What `Qwen/Qwen2-VL-2B-Instruct` ships, with small dimensions: `config.json` (mo
 (Qwen2VLImageProcessor, with a small `max_pixels` so images cost few tokens) and
 `generation_config.json`.
 
-The language model follows `scripts.tiny_checkpoint`'s recipe (random N(0, 1/fan_in) weights,
+The language model follows `scripts.checkpoints.text`'s recipe (random N(0, 1/fan_in) weights,
 tied embeddings whose rows of added tokens are zero, so a random model practically never ends
 on its own: generation lengths are deterministic). The vision tower's output is of the same
 order as a token embedding, so different images give different answers.
@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.text import decoder_weights, qwen_generation_config
+from scripts.checkpoints.tokenizer import (
     qwen_tokenizer,
     train_tokenizer,
     write_json,
@@ -227,7 +228,6 @@ def config(d: VlmDims, tid: Any) -> dict[str, Any]:
 
 
 def generation_config(tid: Any) -> dict[str, Any]:
-    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
 
     # Qwen2-VL-Instruct's published defaults.
     return qwen_generation_config(tid, temperature=0.01, top_p=0.001, top_k=1)
@@ -316,9 +316,8 @@ def _tensor(name: str, shape: tuple[int, ...], std: float | str) -> np.ndarray:
 def text_weights(
     d: VlmDims, zero_rows: list[int], qk_norm: bool, prefix: str
 ) -> dict[str, np.ndarray]:
-    """The decoder of `scripts.tiny_checkpoint` (Qwen3 layout when `qk_norm`, else Qwen2's
+    """The decoder of `scripts.checkpoints.text` (Qwen3 layout when `qk_norm`, else Qwen2's
     without attention biases), its `model.` renamed to `prefix`."""
-    from scripts.tiny_checkpoint import decoder_weights  # it imports this module
 
     config = {
         "hidden_size": d.hidden,
@@ -351,7 +350,7 @@ def qwen2_text_weights(d: VlmDims, zero_rows: list[int]) -> dict[str, np.ndarray
 def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     """Write every file of a tiny Qwen2-VL checkpoint into `out_dir`; return its parameters.
 
-    Signature of `scripts.tiny_checkpoint.Arch.build` (`arch` is unused here)."""
+    Signature of `scripts.checkpoints.arch.Arch.build` (`arch` is unused here)."""
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)

@@ -19,7 +19,7 @@ through mlx-audio's own `load_model` (config, sanitize, strict weight loading, p
   the "audio slot" token's embedding row points along, so the model always chooses to go on
   speaking and every request makes exactly `max_new_tokens` frames.
 
-Weights are random but deterministic (see `scripts.tiny_tts.randomize`).
+Weights are random but deterministic (see `scripts.checkpoints.tts.randomize`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.tokenizer import (
     TokenizerSpec,
     stdlib_corpus,
     train_tokenizer,
     write_json,
     write_tokenizer_files,
 )
-from scripts.tiny_tts import MAX_POSITIONS, SEED, _flat_params, _save, randomize
+from scripts.checkpoints.tts import MAX_POSITIONS, SEED, _flat_params, _save, randomize
 
 
 @dataclass(frozen=True)

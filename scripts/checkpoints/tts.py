@@ -16,7 +16,7 @@ Weights are random but deterministic (numpy, seeded per tensor name). Random mod
 their stop token on purpose, so `generation_config.json` caps every request at a few codec
 frames (`max_new_tokens`): lengths are then fixed, which the equivalence tests rely on.
 
-mlx and mlx-audio are imported inside the builders only, so `scripts.tiny_checkpoint` (which
+mlx and mlx-audio are imported inside the builders only, so `scripts.checkpoints.registry` (which
 registers these builders) stays importable without them.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.tokenizer import (
     QWEN2,
     TokenizerSpec,
     train_tokenizer,

@@ -1,6 +1,6 @@
 """A tiny random-weight Kokoro checkpoint, in the layout mlx-audio's Kokoro loader reads.
 
-Weights are random but deterministic (see `scripts.tiny_tts.randomize`); the layout is
+Weights are random but deterministic (see `scripts.checkpoints.tts.randomize`); the layout is
 described below, where the builder starts.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from scripts.tiny_tokenizer import write_json
-from scripts.tiny_tts import SEED, _flat_params, _save, randomize
+from scripts.checkpoints.tokenizer import write_json
+from scripts.checkpoints.tts import SEED, _flat_params, _save, randomize
 
 # -- Kokoro --------------------------------------------------------------------------------
 # Kokoro-82M's layout as mlx-audio reads it: `config.json` (`model_type: kokoro`, the PL-BERT
@@ -140,7 +140,7 @@ def kokoro_upstream_value(name: str, value: np.ndarray) -> np.ndarray:
 
 def kokoro_voice_pack(name: str) -> np.ndarray:
     """A random voice pack [510, 1, 256] for `name`, deterministic per name."""
-    from scripts.tiny_tts import _random
+    from scripts.checkpoints.tts import _random
 
     return _random(f"voice.{name}", (KOKORO_PACK_LENGTH, 1, 2 * KOKORO_STYLE_DIM), 0.3)
 

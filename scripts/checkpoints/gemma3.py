@@ -6,7 +6,7 @@ SentencePiece-style BPE (byte fallback, "▁" for spaces) with <start_of_image> 
 <image_soft_token>, the Gemma 3 template, a Gemma3ImageProcessor config and the
 processor_config.json carrying `image_seq_length`; in the format `mlx_vlm.load` reads.
 
-Weights follow `scripts.tiny_checkpoint`'s recipe (N(0, 1/fan_in), tied embeddings whose rows
+Weights follow `scripts.checkpoints.build`'s recipe (N(0, 1/fan_in), tied embeddings whose rows
 of special tokens are zero, so generation practically never ends on its own).
 """
 
@@ -30,13 +30,13 @@ from tokenizers import (
     trainers,
 )
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.tokenizer import (
     TokenizerSpec,
     stdlib_corpus,
     write_json,
     write_tokenizer_files,
 )
-from scripts.tiny_vlm import (
+from scripts.checkpoints.vlm import (
     Specs,
     VlmDims,
     linear,

@@ -9,7 +9,7 @@ The vocabulary has the real multilingual layout (51865 ids: 50257 byte-level BPE
 <|endoftext|>, <|startoftranscript|>, 99 language tokens, task tokens, <|notimestamps|> and
 1501 timestamps), because mlx-audio derives "multilingual", the language count and the
 translate task from the vocabulary size. The BPE part is trained on the standard library's
-sources (see `scripts.tiny_tokenizer`) and padded with pseudo-words to 50257 ids.
+sources (see `scripts.checkpoints.tokenizer`) and padded with pseudo-words to 50257 ids.
 
 The weights are random but deterministic, shaped so that greedy decoding is confident (the
 chosen token's probability is high, so Whisper's temperature fallback never samples) and
@@ -31,7 +31,7 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from scripts.tiny_tokenizer import TokenizerSpec, stdlib_corpus, write_json
+from scripts.checkpoints.tokenizer import TokenizerSpec, stdlib_corpus, write_json
 
 SEED = 0
 BPE_VOCAB = 50257  # byte-level BPE ids before the special tokens, as in multilingual Whisper
@@ -352,7 +352,7 @@ def _random_tensor(name: str, shape: tuple[int, ...], std: float | None) -> np.n
 def build(arch: object, dims: WhisperDims, out_dir: Path) -> int:
     """Write every file of a tiny Whisper checkpoint into `out_dir`; return its parameters.
 
-    Signature of `scripts.tiny_checkpoint.Arch.build` (`arch` is unused here)."""
+    Signature of `scripts.checkpoints.build.Arch.build` (`arch` is unused here)."""
     tok = build_tokenizer()
     tok.save(str(out_dir / "tokenizer.json"))
     vocab = {token: i for token, i in tok.get_vocab(with_added_tokens=False).items()}

@@ -10,9 +10,9 @@ Each builder writes what the real checkpoint ships, with small dimensions, in th
   (interleaved mRoPE, deepstack mergers, learned position grid), tensors
   `model.language_model.*` / `model.visual.*`, Qwen3's tokens and the Qwen3-VL template,
   `size.shortest_edge` / `longest_edge` pixel bounds.
-(Gemma 3 is in scripts/tiny_gemma3.py.)
+(Gemma 3 is in scripts/checkpoints/gemma3.py.)
 
-Weights follow `scripts.tiny_checkpoint`'s recipe (N(0, 1/fan_in), tied embeddings whose rows
+Weights follow `scripts.checkpoints.text`'s recipe (N(0, 1/fan_in), tied embeddings whose rows
 of special tokens are zero, so generation practically never ends on its own).
 """
 
@@ -24,13 +24,14 @@ from typing import Any
 
 from safetensors.numpy import save_file
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.text import qwen_generation_config
+from scripts.checkpoints.tokenizer import (
     qwen_tokenizer,
     train_tokenizer,
     write_json,
     write_tokenizer_files,
 )
-from scripts.tiny_vlm import (
+from scripts.checkpoints.vlm import (
     PREPROCESSOR_CONFIG,
     QWEN2_VL_CHAT_TEMPLATE,
     QWEN2_VL_PATCHING,
@@ -48,7 +49,7 @@ from scripts.tiny_vlm import (
     text_weights,
     vision_token_ids,
 )
-from scripts.tiny_vlm import SIZES as QWEN2_VL_SIZES
+from scripts.checkpoints.vlm import SIZES as QWEN2_VL_SIZES
 
 # One size per family (~1-2M parameters), the shape of the tiny Qwen2-VL: loads and answers
 # about a small image at once.
@@ -225,7 +226,6 @@ def qwen2_5_vl_generation_config(tid: Any) -> dict[str, Any]:
     # Qwen2.5-VL-Instruct's published defaults, without its repetition_penalty of 1.05: the
     # server applies a checkpoint's penalty while mlx-vlm's generate ignores it, and the
     # equivalence tests compare the two.
-    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
 
     return qwen_generation_config(tid, temperature=0.1, top_p=0.001, top_k=1)
 
@@ -307,7 +307,6 @@ def qwen3_vl_config(d: VlmDims, tid: Any) -> dict[str, Any]:
 
 def qwen3_vl_generation_config(tid: Any) -> dict[str, Any]:
     # Qwen3-VL-Instruct's published defaults.
-    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
 
     return qwen_generation_config(tid, temperature=0.7, top_p=0.8, top_k=20)
 

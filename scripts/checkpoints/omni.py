@@ -14,7 +14,7 @@ maps them), the tokenizer files with Qwen3-Omni's added tokens (<|audio_start|>,
 WhisperFeatureExtractor and the Qwen-VL image settings, small `max_pixels`) and
 `generation_config.json`.
 
-The language model follows `scripts.tiny_checkpoint`'s recipe (random N(0, 1/fan_in) weights,
+The language model follows `scripts.checkpoints.text`'s recipe (random N(0, 1/fan_in) weights,
 output rows of every added token zero, so a random model practically never ends on its own).
 The audio and vision towers end in projections whose output is of the order of a token
 embedding, so different audio (or images) give different answers.
@@ -29,15 +29,23 @@ from typing import Any
 
 from safetensors.numpy import save_file
 
-from scripts.tiny_tokenizer import (
+from scripts.checkpoints.text import LOGIT_STD, RESIDUAL_GAIN, qwen_generation_config
+from scripts.checkpoints.tokenizer import (
     QWEN3_CHAT_TEMPLATE,
     qwen_tokenizer,
     train_tokenizer,
     write_json,
     write_tokenizer_files,
 )
-from scripts.tiny_vlm import Specs, linear, materialize, norm, qwen_patch_merger, qwen_vision_block
-from scripts.tiny_vlm_families import QWEN3_VL_TOKENS
+from scripts.checkpoints.vlm import (
+    Specs,
+    linear,
+    materialize,
+    norm,
+    qwen_patch_merger,
+    qwen_vision_block,
+)
+from scripts.checkpoints.vlm_families import QWEN3_VL_TOKENS
 
 # Qwen3-Omni's added tokens in its id order (151643...151675 in the real vocabulary): Qwen3-VL's
 # (chat markers and vision tokens special, tool and think tags not), then the audio ones.
@@ -91,7 +99,7 @@ _PARTS_CONTENT = """    {%- if message.content is string %}
     {%- endif %}
 """
 if _STRING_CONTENT not in QWEN3_CHAT_TEMPLATE:
-    raise RuntimeError("the Qwen3 template changed: update tiny_omni's content rendering")
+    raise RuntimeError("the Qwen3 template changed: update omni.py's content rendering")
 QWEN3_OMNI_CHAT_TEMPLATE = QWEN3_CHAT_TEMPLATE.replace(_STRING_CONTENT, _PARTS_CONTENT)
 
 TOKENIZER = qwen_tokenizer(
@@ -335,7 +343,6 @@ def config(d: OmniDims, tid: Any) -> dict[str, Any]:
 
 
 def generation_config(tid: Any) -> dict[str, Any]:
-    from scripts.tiny_checkpoint import qwen_generation_config  # it imports this module
 
     # Qwen3-Omni-Thinking's published sampling defaults.
     return qwen_generation_config(tid, temperature=0.6, top_p=0.95, top_k=20)
@@ -343,7 +350,6 @@ def generation_config(tid: Any) -> dict[str, Any]:
 
 def text_specs(d: OmniDims) -> Specs:
     """The thinker's MoE language model, named like transformers' `thinker.model.*`."""
-    from scripts.tiny_checkpoint import LOGIT_STD, RESIDUAL_GAIN
 
     h, q_out, kv_out = d.hidden, d.heads * d.head_dim, d.kv_heads * d.head_dim
     embed_std = LOGIT_STD / h**0.5
@@ -419,7 +425,7 @@ def audio_specs(d: OmniDims) -> Specs:
 
 def build(arch: object, dims: OmniDims, out_dir: Path) -> int:
     """Write every file of a tiny Qwen3-Omni thinker checkpoint into `out_dir`; return its
-    parameters. Signature of `scripts.tiny_checkpoint.Arch.build` (`arch` is unused here)."""
+    parameters. Signature of `scripts.checkpoints.arch.Arch.build` (`arch` is unused here)."""
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)

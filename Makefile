@@ -7,7 +7,9 @@ MODEL ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 ARGS ?=
-PYTEST_ARGS ?=
+# make test runs what CI runs (.ci/run): skip reasons shown, checkpoints built in the tree.
+PYTEST_ARGS ?= -ra
+export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
 
 .PHONY: install serve test test-unit test-e2e lint format clean
 

@@ -2,5 +2,5 @@
 
 The gateway turns every media part into the worker contract's placeholder part
 (`{"type": "image"}` / `{"type": "audio"}`) and, before the Submit is sent, into checked bytes
-in `inputs["images"]` / `inputs["audios"]`. The worker never fetches anything.
+in `ChatInputs.images` / `ChatInputs.audios`. The worker never fetches anything.
 """

@@ -8,8 +8,9 @@ the way: a frame that does not fit is a ProtocolError. No per-field code: the ty
 `protocol.messages`, `protocol.inputs` and `protocol.ready` are the whole schema.
 
 Measured (scripts/bench_codec.py): encode + decode of a Step of 8 text deltas takes about 7.9
-microseconds, against 14.0 for the hand-written codec of protocol version 5 (docs/benchmarks.md); msgspec's own
-msgpack codec makes identical bytes in 2.8, should the design ever drop the msgpack package.
+microseconds, against 14.0 for the hand-written codec of protocol version 5 (docs/benchmarks.md);
+msgspec's own msgpack codec makes identical bytes in 2.8, should the design ever drop the
+msgpack package.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ class ServerConfig:
     max_queue: int = 64  # requests waiting for admission; past it: 503 + Retry-After
     queue_timeout: float = 60.0  # seconds a request may wait for admission
     max_body_bytes: int = 16 * 1024 * 1024
+    sse_keepalive: float = 3.0  # seconds of silence after which a stream writes a keepalive
     drain_timeout: float = 30.0  # model swap: seconds in-flight requests may finish
     ready_timeout: float = 600.0  # seconds a worker may take from spawn to READY
     heartbeat_interval: float = 0.5

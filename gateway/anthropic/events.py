@@ -25,7 +25,12 @@ def _event(obj: dict[str, Any]) -> bytes:
     return sse_event(obj["type"], obj)
 
 
+_PING = _event({"type": "ping"})
+
+
 class MessageEvents:
+    keepalive = _PING  # Anthropic's own keepalive, which its SDKs skip
+
     def __init__(self, msg_id: str, model: str, omit_thinking: bool = False) -> None:
         self._msg_id = msg_id
         self._model = model
@@ -50,7 +55,7 @@ class MessageEvents:
             if usage is not None
             else {"input_tokens": 0, "output_tokens": 0},
         }
-        return _event({"type": "message_start", "message": message}) + _event({"type": "ping"})
+        return _event({"type": "message_start", "message": message}) + _PING
 
     def delta(self, index: int, delta: Delta) -> bytes:
         parts = []

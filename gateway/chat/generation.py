@@ -26,7 +26,13 @@ from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.sse import StreamEncoder, has_output
-from gateway.http.streaming import Ending, StreamedResponse, open_stream, raise_early_error
+from gateway.http.streaming import (
+    Ending,
+    StreamedResponse,
+    keepalive_for,
+    open_stream,
+    raise_early_error,
+)
 from gateway.media.resolve import MediaSettings, media_settings, resolve_media
 from protocol.messages import Usage
 
@@ -110,7 +116,7 @@ async def stream(
 ) -> StreamedResponse[Indexed]:
     """Wait for every choice's first batch, then hand the open requests to an SSE response."""
     enter = partial(_open, engine, req, media=media_settings(request))
-    opened = await open_stream(request, enter)
+    opened = await open_stream(request, enter, keepalive_for(request, encoder.keepalive))
     return StreamedResponse(opened, _Events(encoder, req.n).encode, encoder.error, "request")
 
 

@@ -208,6 +208,13 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
 )
 @click.option(
+    "--sse-keepalive",
+    default=DEFAULTS.sse_keepalive,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Seconds of silence after which a stream writes a keepalive (0: never).",
+)
+@click.option(
     "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
 )
 @click.option("--omni", is_flag=True, help="MODEL is a speech model (TTS or recognition) alone.")
@@ -245,6 +252,7 @@ def serve(model: str | None, **options: Any) -> None:
         drain_timeout=options["drain_timeout"],
         heartbeat_timeout=options["heartbeat_timeout"],
         max_body_bytes=int(options["max_body_mb"] * 2**20),
+        sse_keepalive=options["sse_keepalive"],
         log_level=options["log_level"],
         omni=options["omni"],
         backend=options["backend"],

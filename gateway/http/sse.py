@@ -17,6 +17,7 @@ from gateway.http.errors import APIError
 from protocol.messages import Delta, Usage
 
 SSE_DONE = b"data: [DONE]\n\n"
+SSE_COMMENT = b": keepalive\n\n"  # what a silent stream writes every few seconds
 SSE_HEADERS = {
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache",
@@ -48,6 +49,8 @@ def has_output(delta: Delta) -> bool:
 
 class StreamEncoder(Protocol):
     """One API's streaming format. Every method returns the bytes to write (maybe none)."""
+
+    keepalive: bytes  # written while the stream waits (the queue, a long prefill)
 
     def start(self, usage: Usage | None) -> bytes:
         """Before any output: e.g. OpenAI's role chunk, Anthropic's message_start. `usage` is

@@ -10,6 +10,12 @@ one, an exception) can only travel in-band: as the API's own error event, after 
 stream ends; or, for a format without error events (raw audio), by dropping the connection
 before its last chunk, so the client sees a truncated transfer, never a file that looks whole.
 
+A stream never goes silent for long: with a `Keepalive`, every `interval` seconds without a
+batch (a request waiting in the admission queue, a long prompt prefilling) writes the API's
+keepalive (an SSE comment; Anthropic's `ping` event), so clients' idle timers and proxies keep
+the connection. When even the first batch takes longer than one interval, the headers go out
+then, with the first keepalive: an error after that point is an in-band event like any other.
+
 Throughout, a `DisconnectWatcher` runs the work: the client leaving cancels it at once, which
 leaves the engine request contexts and sends the worker its Abort, not when the next write
 fails. With a `stall_timeout`, a write that stays blocked that long (a client that stopped
@@ -39,6 +45,7 @@ from protocol.messages import Delta
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 B = TypeVar("B")  # one engine batch: list[Delta], or (choice index, Delta) pairs for n > 1
 
 # How an encoded batch leaves the stream: False, still open; True, ended normally (its closing
@@ -52,30 +59,60 @@ EncodeError = Callable[[APIError], bytes] | None
 _SSE_HEADERS = [(k.encode(), v.encode()) for k, v in SSE_HEADERS.items()]
 
 
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """What a stream writes after `interval` seconds without a batch, and again every
+    `interval` seconds of silence: an SSE comment, or an API's own ping event."""
+
+    interval: float
+    data: bytes
+
+
+Enter = Callable[[AsyncExitStack], Awaitable[tuple[AsyncIterator[B], B]]]
+
+
 @dataclass(slots=True)
 class Opened(Generic[B]):
-    """Engine requests whose first batches arrived; the response closes all of it."""
+    """Engine requests whose first batches arrived (or are still on their way, when they took
+    longer than a keepalive interval: `starting`); the response closes all of it."""
 
     stack: AsyncExitStack  # the request contexts: leaving one before its terminal delta aborts it
     watcher: DisconnectWatcher
-    batches: AsyncIterator[B]  # what comes after `first`
-    first: B
+    batches: AsyncIterator[B] | None  # what comes after `first`
+    first: B | None
+    keepalive: Keepalive | None = None
+    starting: asyncio.Future[tuple[AsyncIterator[B], B]] | None = None  # `enter`, still running
 
 
 async def open_stream(
-    request: Request, enter: Callable[[AsyncExitStack], Awaitable[tuple[AsyncIterator[B], B]]]
+    request: Request, enter: Enter[B], keepalive: Keepalive | None = None
 ) -> Opened[B]:
     """Run `enter` (submit, then read the first batch, raising its error) while watching for a
-    disconnect; on any failure close what it opened, so that the error is an HTTP status."""
+    disconnect; on any failure close what it opened, so that the error is an HTTP status.
+    With a keepalive, wait at most one interval: a later first batch is the response's to read
+    (`Opened.starting`), after its headers and keepalives."""
     watcher = DisconnectWatcher(request.receive)
     stack = AsyncExitStack()
+    work = asyncio.ensure_future(watcher.run(enter(stack)))
     try:
-        batches, first = await watcher.run(enter(stack))
+        if keepalive is not None:
+            await asyncio.wait({work}, timeout=keepalive.interval)
+            if not work.done():
+                return Opened(stack, watcher, None, None, keepalive, starting=work)
+        batches, first = await work
     except BaseException:
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
         await stack.aclose()
         watcher.close()
         raise
-    return Opened(stack, watcher, batches, first)
+    return Opened(stack, watcher, batches, first, keepalive)
+
+
+def keepalive_for(request: Request, data: bytes) -> Keepalive | None:
+    """The server's keepalive interval (`--sse-keepalive`; 0: none) with the API's bytes."""
+    interval = request.app.state.config.sse_keepalive
+    return Keepalive(interval, data) if interval > 0 else None
 
 
 async def enter_one(
@@ -147,16 +184,20 @@ class StreamedResponse(Response, Generic[B]):
     async def _pump(self, send: Send) -> None:
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         await self._send(send, start)
+        opened = self._opened
         try:
-            writes, ending = self._encode(self._opened.first)
+            if opened.starting is not None:
+                opened.batches, opened.first = await self._wait(send, opened.starting)
+            assert opened.batches is not None and opened.first is not None
+            writes, ending = self._encode(opened.first)
             while ending is False:
                 await self._write(send, writes)
-                batch = await anext(self._opened.batches, None)
+                batch = await self._wait(send, anext(opened.batches, None))
                 if batch is None:
                     writes, ending = [], errors.no_terminal(self._what)
                 else:
                     writes, ending = self._encode(batch)
-        except _CutOff:
+        except (_CutOff, ClientDisconnected):
             raise
         except Exception as exc:  # after the 200 went out, errors can only travel in-band
             writes, ending = [], errors.as_api_error(exc, log, self._what)
@@ -169,6 +210,23 @@ class StreamedResponse(Response, Generic[B]):
             writes = [*writes[:-1], writes[-1] + event] if writes else [event]
         await self._write(send, writes)
         await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _wait(self, send: Send, work: Awaitable[T]) -> T:
+        """Await `work`, writing the keepalive at every interval it takes."""
+        keepalive = self._opened.keepalive
+        if keepalive is None:
+            return await work
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=keepalive.interval)
+                if done:
+                    return task.result()
+                await self._write(send, [keepalive.data])
+        except BaseException:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
 
     async def _write(self, send: Send, writes: list[bytes]) -> None:
         for body in writes:

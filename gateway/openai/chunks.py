@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.chat.output import finish_reason_of, is_first_piece, new_call_id
 from gateway.http.errors import APIError
-from gateway.http.sse import SSE_DONE, dumps, sse_error
+from gateway.http.sse import SSE_COMMENT, SSE_DONE, dumps, sse_error
 from gateway.openai.logprobs import chat_logprobs, completion_logprobs
 from protocol.messages import Delta, ToolCallDelta, Usage
 
@@ -30,6 +30,8 @@ def usage_dict(usage: Usage) -> dict[str, Any]:
 
 class _Chunks:
     """Shared framing: `{<head>,"choices":[<choice>]<usage tail>}` with a pre-rendered head."""
+
+    keepalive = SSE_COMMENT
 
     def __init__(
         self, id: str, object: str, created: int, model: str, include_usage: bool, n: int

@@ -22,7 +22,7 @@ from typing import Any
 
 from gateway.chat.output import ChoiceOutput, is_first_piece
 from gateway.http.errors import APIError
-from gateway.http.sse import sse_event
+from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.openai.logprobs import chat_content
 from gateway.responses.objects import (
     ResponseMeta,
@@ -38,6 +38,8 @@ OnDone = Callable[[dict[str, Any], ChoiceOutput], None]
 
 
 class ResponseEvents:
+    keepalive = SSE_COMMENT
+
     def __init__(self, meta: ResponseMeta, logprobs: bool, on_done: OnDone | None = None) -> None:
         self._meta = meta
         self._logprobs = logprobs

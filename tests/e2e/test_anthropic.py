@@ -80,6 +80,17 @@ def test_stream_helper_yields_the_same_message(client, qwen3_path):
     assert final.usage.output_tokens == MAX_TOKENS
 
 
+def test_message_start_reports_the_prompt_tokens_before_any_output(client, qwen3_path):
+    expected = direct.greedy_chat(qwen3_path, chat_messages(), MAX_TOKENS)
+    events = list(create(client, qwen3_path, system=SYSTEM, stream=True))
+    assert events[0].type == "message_start"
+    usage = events[0].message.usage
+    assert usage.input_tokens + usage.cache_read_input_tokens == expected.prompt_tokens
+    assert usage.output_tokens == 0
+    final = events[-2]  # message_delta, before message_stop
+    assert final.type == "message_delta" and final.usage.output_tokens == MAX_TOKENS
+
+
 def test_stop_sequences_end_the_text(client, qwen3_path):
     full = direct.greedy_chat(qwen3_path, MESSAGES, MAX_TOKENS).text
     stop = next(

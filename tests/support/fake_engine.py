@@ -1,7 +1,8 @@
 """A scripted in-process `EngineClient` (gateway/engine/protocol.py), for the gateway HTTP tests.
 
 Each request replays `engine.script`: a list of batches (lists of Delta), where `HANG` waits
-forever (until the request is cancelled) and an exception instance is raised. The fake records
+forever (until the request is cancelled), a `Sleep` waits that long and an exception instance
+is raised. The fake records
 every request it was given and whether it was left before its terminal delta (= aborted).
 """
 
@@ -19,6 +20,13 @@ from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Usage
 from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
 
 HANG = object()
+
+
+class Sleep:
+    """A script element: the worker is silent this long (a queue wait, a long prefill)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
 def accepted() -> list[Delta]:
@@ -83,6 +91,9 @@ class FakeRequest:
             if batch is HANG:
                 self.served.set()
                 await asyncio.Event().wait()
+            if isinstance(batch, Sleep):
+                await asyncio.sleep(batch.seconds)
+                continue
             if isinstance(batch, BaseException):
                 raise batch
             if any(d.finish_reason for d in batch):

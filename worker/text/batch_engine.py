@@ -85,7 +85,7 @@ class BatchTextEngine:
         except Exception as exc:
             log.exception("request %s could not start", submit.request_id)
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
-        return Delta(submit.request_id)
+        return request.accepted()
 
     def step(self) -> list[Delta]:
         if not self._by_id:

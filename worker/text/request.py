@@ -90,6 +90,11 @@ class TextRequest:
     def prompt_tokens(self) -> int:
         return len(self.prompt)
 
+    def accepted(self) -> Delta:
+        """The request's first Delta: admitted, prompt built and (for the text engines) its
+        cached prefix known, so the gateway can report the prompt's usage before any output."""
+        return Delta(self.request_id, usage=Usage(self.prompt_tokens, 0, self.cached_tokens))
+
     def usage(self) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens,

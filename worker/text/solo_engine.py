@@ -220,7 +220,7 @@ class SoloTextEngine:
             log.exception("request %s could not start", submit.request_id)
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         self._active[submit.request_id] = generation
-        return Delta(submit.request_id)
+        return generation.request.accepted()
 
     def _reusable(self, cache: list[Any], cached: int) -> bool:
         """A quantized prefix is reused only where mlx-lm would have quantized it too: a prompt

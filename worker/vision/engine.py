@@ -237,7 +237,7 @@ class VisionEngine:
             generation.lease = self.turns.take(media_key(submit.inputs.images), inputs.token_ids)
             kwargs["prompt_cache_state"] = generation.lease.state
         self._active[submit.request_id] = generation
-        return Delta(submit.request_id)
+        return generation.request.accepted()
 
     def _end(self, request_id: str, keep: bool = True) -> VisionGeneration:
         """Drops an ended request; its conversation state goes back if mlx-vlm updated it

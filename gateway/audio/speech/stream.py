@@ -30,8 +30,15 @@ from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
-from gateway.http.sse import sse_event
-from gateway.http.streaming import Ending, Opened, StreamedResponse, enter_one, open_stream
+from gateway.http.sse import SSE_COMMENT, sse_event
+from gateway.http.streaming import (
+    Ending,
+    Opened,
+    StreamedResponse,
+    enter_one,
+    keepalive_for,
+    open_stream,
+)
 from protocol.messages import Delta, Usage
 
 STALL_TIMEOUT = 30.0  # seconds one write to the client may stay blocked
@@ -75,7 +82,9 @@ async def stream(
 ) -> StreamedResponse[list[Delta]]:
     """Wait until the worker accepted the request, then hand it to a streaming response."""
     enter = partial(enter_one, engine, call.inputs, what="speech")
-    return speech_response(await open_stream(request, enter), call, sample_rate)
+    # SSE events can carry keepalives; raw audio bytes cannot (the headers wait for the start).
+    keepalive = keepalive_for(request, SSE_COMMENT) if call.mode == "sse" else None
+    return speech_response(await open_stream(request, enter, keepalive), call, sample_rate)
 
 
 def speech_response(

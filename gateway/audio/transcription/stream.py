@@ -24,8 +24,14 @@ from gateway.audio.transcription.request import TranscriptionRequest
 from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
-from gateway.http.sse import sse_data, sse_error
-from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
+from gateway.http.sse import SSE_COMMENT, sse_data, sse_error
+from gateway.http.streaming import (
+    Ending,
+    StreamedResponse,
+    enter_one,
+    keepalive_for,
+    open_stream,
+)
 from protocol.messages import Delta, Usage
 
 WHAT = "transcription"
@@ -77,7 +83,7 @@ async def stream(
 ) -> StreamedResponse[list[Delta]]:
     """Wait for the worker's first answer, then hand the open request to an SSE response."""
     enter = partial(enter_one, engine, req.inputs(), what=WHAT)
-    opened = await open_stream(request, enter)
+    opened = await open_stream(request, enter, keepalive_for(request, SSE_COMMENT))
     return StreamedResponse(opened, _TranscriptEvents().encode, sse_error, WHAT)
 
 

@@ -24,7 +24,7 @@ from protocol.inputs import ChatInputs, Inputs
 from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 
 class Tag(IntEnum):
@@ -59,6 +59,7 @@ class ErrorCode(WireEnum):
     SWAP = "model_swap"  # drained past the timeout during a model swap
     DEADLINE = "deadline"  # the Submit deadline passed
     SLOW_READER = "slow_reader"  # made by the gateway: the client read audio too slowly
+    CONTEXT_LENGTH = "context_length_exceeded"  # the prompt leaves no room in the context
 
 
 class ControlMethod(WireEnum):
@@ -148,6 +149,8 @@ class TokenLogprob(WireStruct):
 class ErrorInfo(WireStruct):
     code: ErrorCode
     message: str
+    prompt_tokens: int | None = None  # context_length_exceeded: the prompt's length
+    max_prompt_tokens: int | None = None  # and the longest prompt the model takes
 
 
 class Delta(WireStruct):

@@ -45,10 +45,12 @@ class APIError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        anthropic_message: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.anthropic_message = anthropic_message or message  # where Anthropic words it otherwise
         self.type = type
         self.param = param
         self.code = code
@@ -72,7 +74,7 @@ class APIError(Exception):
         kind = _ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else None)
         body: dict[str, Any] = {
             "type": "error",
-            "error": {"type": kind or INVALID_REQUEST, "message": self.message},
+            "error": {"type": kind or INVALID_REQUEST, "message": self.anthropic_message},
         }
         request_id = REQUEST_ID.get()
         if request_id:
@@ -154,6 +156,7 @@ def engine_unavailable(exc: EngineUnavailable) -> APIError:
 # Worker error codes -> HTTP status; anything not listed is a 500.
 _STATUS_BY_CODE = {
     ErrorCode.BAD_REQUEST: 400,
+    ErrorCode.CONTEXT_LENGTH: 400,
     ErrorCode.SWAP: 503,
     ErrorCode.DEADLINE: 504,
 }
@@ -163,12 +166,30 @@ def worker_error(info: ErrorInfo | None) -> APIError:
     """The error a terminal `finish_reason="error"` delta stands for."""
     if info is None:
         return APIError(500, "The worker failed this request", type=SERVER_ERROR, code="internal")
+    if info.code == ErrorCode.CONTEXT_LENGTH:
+        return context_length(info)
     status = _STATUS_BY_CODE.get(info.code, 500)
     return APIError(
         status,
         info.message,
         type=INVALID_REQUEST if status == 400 else SERVER_ERROR,
         code=info.code,
+    )
+
+
+def context_length(info: ErrorInfo) -> APIError:
+    """A prompt too long for the model, in the words each API's clients react to: OpenAI's
+    `context_length_exceeded`, Anthropic's `prompt is too long: N tokens > M maximum` (the text
+    Claude Code compacts its history on)."""
+    n, longest = info.prompt_tokens, info.max_prompt_tokens
+    openai = (
+        f"This model's maximum context length is {longest + 1} tokens. However, your messages "
+        f"resulted in {n} tokens. Please reduce the length of the messages."
+        if n is not None and longest is not None
+        else info.message
+    )
+    return APIError(
+        400, openai, param="messages", code=ErrorCode.CONTEXT_LENGTH, anthropic_message=info.message
     )
 
 

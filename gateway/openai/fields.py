@@ -54,7 +54,12 @@ def number(
     return float(value)
 
 
+# No integer field means anything past 64 bits (nor can the wire carry it): a 400, not a 5xx.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def integer(body: dict, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """An integer field in [lo, hi] (and a 64-bit integer in any case), or a 400 naming it."""
     value = body.get(name)
     if value is None:
         return None
@@ -63,13 +68,14 @@ def integer(body: dict, name: str, lo: int | None = None, hi: int | None = None)
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise invalid(name, f"`{name}` must be an integer, got {_type_name(value)}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        bounds = " and ".join(
-            part
-            for part in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "")
-            if part
-        )
-        raise invalid(name, f"`{name}` must be {bounds}, got {value}")
+    low = INT64_MIN if lo is None else lo
+    high = INT64_MAX if hi is None else hi
+    if not low <= value <= high:
+        bounds = [f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else ""]
+        said = " and ".join(b for b in bounds if b)
+        if (lo is None and value < low) or (hi is None and value > high):
+            said = f"{said} and a 64-bit integer" if said else "a 64-bit integer"
+        raise invalid(name, f"`{name}` must be {said}, got {value}")
     return value
 
 

@@ -93,7 +93,7 @@ PINNED_FIELDS = {
     Usage: ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"),
     ToolCallDelta: ("index", "id", "name", "arguments"),
     TokenLogprob: ("token_id", "token", "logprob", "top"),
-    ErrorInfo: ("code", "message"),
+    ErrorInfo: ("code", "message", "prompt_tokens", "max_prompt_tokens"),
 }  # fmt: skip
 
 PINNED_TAGS = {
@@ -107,7 +107,8 @@ PINNED_TAGS = {
 PINNED_VALUES = {
     Op: ["chat", "complete", "speech", "transcribe", "embed"],
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
-    ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader"],
+    ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
+                "context_length_exceeded"],
     ControlMethod: ["stats", "shutdown", "count_tokens"],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
@@ -116,7 +117,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 6
+    assert PROTOCOL_VERSION == 7
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -184,7 +185,8 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
         17,
         [
             ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", ""],
-            ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long"], "", [], None, b"", 0,
+            ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
+                 None, b"", 0,
              [], "", ""],
         ],
     ]  # fmt: skip

@@ -300,12 +300,13 @@ def test_heartbeats_arrive_while_idle(worker):
     assert abs(latest.time - time.time()) < 5
 
 
-def test_a_prompt_longer_than_the_context_is_a_bad_request_and_the_worker_goes_on(worker):
+def test_a_prompt_longer_than_the_context_is_context_length_and_the_worker_goes_on(worker):
     worker.submit("too-long", {"prompt": [5] * 5000}, op="complete", max_tokens=4)
     [delta] = worker.finished("too-long")
     assert delta.finish_reason == FinishReason.ERROR
-    assert delta.error.code == ErrorCode.BAD_REQUEST
-    assert delta.error.message == "prompt is 5000 tokens, the model's context is 4096"
+    assert delta.error.message == "prompt is too long: 5000 tokens > 4095 maximum"
+    assert delta.error.code == ErrorCode.CONTEXT_LENGTH
+    assert (delta.error.prompt_tokens, delta.error.max_prompt_tokens) == (5000, 4095)
     assert delta.usage == Usage(0, 0)
     worker.submit("after", {"prompt": [5, 6, 7]}, op="complete", max_tokens=3)
     assert worker.finished("after")[-1].finish_reason == FinishReason.LENGTH

@@ -76,11 +76,15 @@ def test_completion_token_id_out_of_range_is_a_bad_request(qwen3):
     assert "prompt[1]" in message and "out of range" in message
 
 
-def test_a_prompt_as_long_as_the_context_is_a_bad_request_naming_both_lengths(qwen3):
-    message = bad_request_message(qwen3, "complete", {"prompt": [5] * qwen3.max_context})
-    assert message == (
-        f"prompt is {qwen3.max_context} tokens, the model's context is {qwen3.max_context}"
-    )
+def test_a_prompt_as_long_as_the_context_is_context_length_exceeded_naming_both(qwen3):
+    n = qwen3.max_context
+    with pytest.raises(RequestError) as caught:
+        prompt_for(qwen3, inputs_of("complete", {"prompt": [5] * n}))
+    error = caught.value.info()
+    assert error.code == ErrorCode.CONTEXT_LENGTH
+    assert error.message == f"prompt is too long: {n} tokens > {n - 1} maximum"
+    assert (error.prompt_tokens, error.max_prompt_tokens) == (n, n - 1)
+    prompt_for(qwen3, inputs_of("complete", {"prompt": [5] * (n - 1)}))  # one token of room
 
 
 def test_an_empty_prompt_is_a_bad_request(qwen3):

@@ -23,7 +23,7 @@ from jinja2 import TemplateError
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from protocol.inputs import ChatInputs, CompleteInputs, Inputs
-from worker.runtime.errors import bad_request
+from worker.runtime.errors import bad_request, context_length
 
 
 class PromptLimits(Protocol):
@@ -93,7 +93,7 @@ def prompt_for(text_model: PromptLimits, inputs: Inputs) -> list[int]:
         raise bad_request("the prompt is empty")
     limit = text_model.max_context
     if limit is not None and len(tokens) >= limit:
-        raise bad_request(f"prompt is {len(tokens)} tokens, the model's context is {limit}")
+        raise context_length(len(tokens), limit)
     return tokens
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from jinja2 import TemplateError
 
 from protocol.inputs import ChatInputs, CompleteInputs, Inputs
-from worker.runtime.errors import bad_request
+from worker.runtime.errors import bad_request, context_length
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
 from worker.vision.model import VisionModel
 
@@ -231,5 +231,5 @@ def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequenc
     token_ids = [int(t) for t in input_ids.reshape(-1).tolist()]
     limit = vm.max_context
     if limit is not None and len(token_ids) >= limit:
-        raise bad_request(f"prompt is {len(token_ids)} tokens, the model's context is {limit}")
+        raise context_length(len(token_ids), limit)
     return VisionInputs(prompt, token_ids, list(images), list(audios), tensors)

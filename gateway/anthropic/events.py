@@ -31,7 +31,14 @@ _PING = _event({"type": "ping"})
 class MessageEvents:
     keepalive = _PING  # Anthropic's own keepalive, which its SDKs skip
 
-    def __init__(self, msg_id: str, model: str, omit_thinking: bool = False) -> None:
+    def __init__(
+        self,
+        msg_id: str,
+        model: str,
+        omit_thinking: bool = False,
+        context_management: dict[str, Any] | None = None,
+    ) -> None:
+        self._context_management = context_management  # the applied edits, when asked for
         self._msg_id = msg_id
         self._model = model
         self._omit_thinking = omit_thinking
@@ -119,9 +126,14 @@ class MessageEvents:
             "stop_reason": stop_reason(self._finish, self._stop_sequence),
             "stop_sequence": self._stop_sequence or None,
         }
-        return _event(
-            {"type": "message_delta", "delta": delta, "usage": usage_body(usage)}
-        ) + _event({"type": "message_stop"})
+        event: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": delta,
+            "usage": usage_body(usage),
+        }
+        if self._context_management is not None:
+            event["context_management"] = self._context_management
+        return _event(event) + _event({"type": "message_stop"})
 
     def error(self, error: APIError) -> bytes:
         return _event(error.anthropic_body())

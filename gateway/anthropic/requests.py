@@ -8,9 +8,18 @@ tool -> named / none; `disable_parallel_tool_use`), `thinking` (enabled -> the t
 "omitted"` hides the thinking text), `output_config.format` (JSON Schema, by constrained
 decoding), and the extensions `min_p`, `repetition_penalty`, `seed`, `logit_bias`,
 `chat_template_kwargs`.
+`context_management` is validated here and applied by the route before the prompt is built
+(gateway/anthropic/context_edits.py).
 Accepted: `metadata`, `service_tier`, `cache_control` (a prefix-cache hint: the prefix cache
-is automatic), `output_config.effort`, `diagnostics`, `inference_geo`, `speed`,
-`user_profile_id`, `workspace_id`, `container: null`.
+is automatic), `output_config.effort`, `output_config.task_budget`, `thinking.block_binding`,
+`diagnostics`, `inference_geo`, `speed`,
+`user_profile_id`, `workspace_id`, `billing_policy`, `fallbacks` and `fallback_credit_token`
+(no model here declines a request, so no fallback ever runs), `container`, `thread`,
+`compaction` when null and `mcp_servers` when empty.
+Refused (400): a `container`, a `thread` (server-held conversation state), `compaction`
+(server-side summarization), MCP servers (the server would call them).
+The SDKs' `betas` travel as the `anthropic-beta` header, which is accepted, as is
+`anthropic-version`.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.anthropic.content import convert_messages, convert_tools, system_messages
+from gateway.anthropic.context_edits import parse_edits
 from gateway.chat.request import GenerationRequest
 from gateway.chat.structured import check_keys, json_schema
 from gateway.chat.tools import named_choice, tool_inputs
@@ -30,10 +40,36 @@ from protocol.inputs import ChatInputs, JsonSchema, SamplingParams
 MAX_STOP_SEQUENCES = 16
 
 _PROMPT_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "context_management",
+    }
 )
-_NO_OP_EVERYWHERE = frozenset({"cache_control", "speed", "user_profile_id", "workspace_id"})
-_COUNT_FIELDS = _PROMPT_FIELDS | _NO_OP_EVERYWHERE | {"chat_template_kwargs"}
+_NO_OP_EVERYWHERE = frozenset(
+    {"cache_control", "speed", "user_profile_id", "workspace_id", "billing_policy"}
+)
+# Server-side features, refused unless absent, null or empty.
+_SERVER_SIDE = {
+    "compaction": "server-side compaction",
+    "mcp_servers": "MCP servers called by the server",
+    "thread": "server-held conversation threads",
+    "container": "server-side containers",
+}
+_COUNT_FIELDS = (
+    _PROMPT_FIELDS
+    | _NO_OP_EVERYWHERE
+    | {
+        "chat_template_kwargs",
+        "compaction",
+        "mcp_servers",
+    }
+)
 _CREATE_FIELDS = _COUNT_FIELDS | {
     "max_tokens",
     "stop_sequences",
@@ -50,6 +86,9 @@ _CREATE_FIELDS = _COUNT_FIELDS | {
     "diagnostics",
     "inference_geo",
     "container",
+    "thread",
+    "fallbacks",
+    "fallback_credit_token",
 }
 
 
@@ -65,12 +104,16 @@ def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesReq
     which media the model accepts (default: none) and collects the image blocks."""
     _check_fields(body, _CREATE_FIELDS)
     media = media if media is not None else MediaCollector()
-    for name in ("metadata", "diagnostics", "cache_control"):
+    for name in ("metadata", "diagnostics"):
         f.obj(body, name)
-    for name in ("service_tier", "inference_geo", "speed"):
+    token = body.get("fallback_credit_token")
+    if token is not None and not isinstance(token, (str, dict)):
+        raise invalid("fallback_credit_token", "`fallback_credit_token` must be a string or object")
+    for name in ("service_tier", "inference_geo"):
         f.string(body, name)
-    if body.get("container") is not None:
-        raise unsupported("container", "server-side containers")
+    fallbacks = body.get("fallbacks")
+    if fallbacks is not None and fallbacks != "default" and not isinstance(fallbacks, list):
+        raise invalid("fallbacks", "`fallbacks` must be 'default' or an array of models")
     max_tokens = f.integer(body, "max_tokens", 1)
     if max_tokens is None:
         raise invalid("max_tokens", "`max_tokens` is required")
@@ -112,6 +155,14 @@ def _check_fields(body: dict, allowed: frozenset[str]) -> None:
     for name in body:
         if name not in allowed:
             raise unknown_field(name)
+    for name, what in _SERVER_SIDE.items():
+        if name in allowed and body.get(name) not in (None, []):
+            raise unsupported(name, what)
+    for name in ("cache_control", "billing_policy"):
+        f.obj(body, name)
+    for name in ("speed", "user_profile_id", "workspace_id"):
+        f.string(body, name)
+    parse_edits(body.get("context_management"))
 
 
 def _model(body: dict) -> str:
@@ -168,7 +219,8 @@ def _thinking(thinking: Any, inputs: dict[str, Any], max_tokens: int | None) -> 
         return False  # the chat template's own default
     if not isinstance(thinking, dict):
         raise invalid("thinking", "`thinking` must be an object")
-    check_keys(thinking, {"type", "budget_tokens", "display"}, "thinking")
+    check_keys(thinking, {"type", "budget_tokens", "display", "block_binding"}, "thinking")
+    f.obj(thinking, "block_binding")  # no conversation check is made of unsigned thinking here
     kind = thinking.get("type")
     kwargs = inputs["chat_template_kwargs"]
     if kind == "disabled":
@@ -191,6 +243,8 @@ def _thinking(thinking: Any, inputs: dict[str, Any], max_tokens: int | None) -> 
             )
         inputs["thinking_budget"] = budget
     display = thinking.get("display")
+    if display == "updates":
+        raise unsupported("thinking.display", "thinking progress updates")
     if display not in (None, "summarized", "omitted"):
         raise invalid("thinking.display", "`thinking.display` must be 'summarized' or 'omitted'")
     return display == "omitted"
@@ -200,7 +254,8 @@ def _constraint(body: dict, inputs: dict[str, Any]) -> JsonSchema | None:
     config = f.obj(body, "output_config")
     if config is None:
         return None
-    check_keys(config, {"effort", "format"}, "output_config")
+    check_keys(config, {"effort", "format", "task_budget"}, "output_config")
+    _task_budget(config.get("task_budget"))
     effort = config.get("effort")
     if effort is not None and not isinstance(effort, str):
         raise invalid("output_config.effort", "`output_config.effort` must be a string")
@@ -216,6 +271,19 @@ def _constraint(body: dict, inputs: dict[str, Any]) -> JsonSchema | None:
     if inputs.get("tools") and inputs.get("tool_choice", "auto") != "none":
         raise unsupported(path, "a JSON output format together with callable tools")
     return json_schema(spec["schema"], None, None, path)
+
+
+def _task_budget(budget: Any) -> None:
+    """`output_config.task_budget` is accepted: Anthropic's models are told the budget left,
+    which local chat templates have no place for (it is validated, not applied)."""
+    if budget is None:
+        return
+    path = "output_config.task_budget"
+    if not isinstance(budget, dict) or budget.get("type") != "tokens":
+        raise invalid(path, f"`{path}` must be {{'type': 'tokens', 'total': N}}")
+    check_keys(budget, {"type", "total", "remaining"}, path)
+    f.integer(budget, "total", 0)
+    f.integer(budget, "remaining", 0)
 
 
 def _stop_sequences(body: dict) -> list[str]:

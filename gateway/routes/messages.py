@@ -1,18 +1,25 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API.
 
 Errors on these paths are Anthropic-shaped (`gateway.http.errors` picks the shape by path).
+`context_management` edits are applied to the body's messages first (they may need the worker's
+token count of the prompt), and reported back as the API does: `context_management` in the
+message (and in the stream's `message_delta`), `original_input_tokens` in a count.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from gateway.anthropic.context_edits import Messages, apply_edits, parse_edits
 from gateway.anthropic.events import MessageEvents
 from gateway.anthropic.message import message_body, message_id
 from gateway.anthropic.requests import parse_count, parse_create
 from gateway.chat import generation
 from gateway.engine.errors import WorkerRejected
+from gateway.engine.protocol import EngineClient
 from gateway.http.errors import invalid
 from gateway.media.parts import MediaCollector
 from gateway.routes.common import check_model, engine_of, read_json
@@ -21,24 +28,60 @@ from gateway.routes.common import check_model, engine_of, read_json
 async def create_message(request: Request) -> Response:
     body = await read_json(request)
     engine = engine_of(request)
+    context = None
+    if "context_management" in body:
+        parse_create(body, MediaCollector.for_engine(engine))  # all checked before any counting
+        check_model(request, body.get("model"))
+        body, context = await _edited(engine, body)
     parsed = parse_create(body, MediaCollector.for_engine(engine))
     req = parsed.generation
     check_model(request, req.model)
     msg_id = message_id()
     if req.stream:
-        events = MessageEvents(msg_id, engine.model_name, parsed.omit_thinking)
+        events = MessageEvents(msg_id, engine.model_name, parsed.omit_thinking, context)
         return await generation.stream(request, engine, req, events)
     result = await generation.complete(request, engine, req)
-    output = result.choices[0]
-    return JSONResponse(message_body(msg_id, engine.model_name, output, parsed.omit_thinking))
+    message = message_body(msg_id, engine.model_name, result.choices[0], parsed.omit_thinking)
+    if context is not None:
+        message["context_management"] = context
+    return JSONResponse(message)
 
 
 async def count_tokens(request: Request) -> Response:
     body = await read_json(request)
     model, inputs = parse_count(body)
     check_model(request, model)
+    engine = engine_of(request)
+    if "context_management" not in body:
+        return JSONResponse({"input_tokens": await _count(engine, inputs)})
+    original = await _count(engine, inputs)
+    edited, _ = await _edited(engine, body)
+    count = await _count(engine, parse_count(edited)[1])
+    return JSONResponse(
+        {"input_tokens": count, "context_management": {"original_input_tokens": original}}
+    )
+
+
+async def _edited(engine: EngineClient, body: dict) -> tuple[dict, dict[str, Any] | None]:
+    """The body with its context-management edits applied, and what to report of them."""
+    if "context_management" not in body:
+        return body, None
+    edits = parse_edits(body["context_management"])
+
+    async def count(messages: Messages) -> int:
+        counted = {k: v for k, v in body.items() if k in _COUNTED} | {"messages": messages}
+        return await _count(engine, parse_count(counted)[1])
+
+    messages, applied = await apply_edits(body["messages"], edits, count)
+    return {**body, "messages": messages}, {"applied_edits": applied}
+
+
+# What shapes the prompt, and so its token count.
+_COUNTED = ("model", "system", "tools", "tool_choice", "thinking", "chat_template_kwargs")
+
+
+async def _count(engine: EngineClient, inputs: Any) -> int:
     try:
-        count = await engine_of(request).count_tokens(inputs)
+        return await engine.count_tokens(inputs)
     except WorkerRejected as exc:
         raise invalid(None, str(exc)) from None
-    return JSONResponse({"input_tokens": count})

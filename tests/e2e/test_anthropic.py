@@ -189,3 +189,40 @@ def test_unsupported_block_is_an_anthropic_400(client, qwen3_path):
     assert info.value.body["type"] == "error"
     assert info.value.body["error"]["type"] == "invalid_request_error"
     assert "messages[0].content[0].type" in info.value.body["error"]["message"]
+
+
+def test_a_claude_code_shaped_beta_request_is_served_with_its_context_edits(client, qwen3_path):
+    """Claude Code's default turn: the context-management beta with thinking adaptive,
+    cache_control blocks, metadata, effort, on `?beta=true`, streamed."""
+
+    def turn(n: int) -> dict:
+        thought = {"type": "thinking", "thinking": f"Thought {n}.", "signature": ""}
+        return {"role": "assistant", "content": [thought, {"type": "text", "text": f"Part {n}."}]}
+
+    history = [
+        *MESSAGES,
+        turn(1),
+        {"role": "user", "content": "More."},
+        turn(2),
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}}],
+        },  # fmt: skip
+    ]
+    fields = {
+        "model": model_name(qwen3_path),
+        "max_tokens": MAX_TOKENS,
+        "messages": history,
+        "betas": ["context-management-2025-06-27"],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "medium"},
+        "metadata": {"user_id": "user_abc"},
+        "extra_body": GREEDY,
+    }
+    for edit, cleared in ((None, 0), ({"type": "clear_thinking_20251015"}, 1)):
+        edits = [edit or {"type": "clear_thinking_20251015", "keep": "all"}]
+        with client.beta.messages.stream(**fields, context_management={"edits": edits}) as stream:
+            final = stream.get_final_message()
+        assert final.stop_reason == "max_tokens" and final.usage.output_tokens == MAX_TOKENS
+        applied = final.context_management.applied_edits
+        assert [a.cleared_thinking_turns for a in applied] == ([cleared] if cleared else [])

@@ -197,7 +197,13 @@ def test_fields_the_sdk_sends_are_accepted():
             {"output_config": {"format": {"type": "json_schema", "schema": {}}}, "tools": [TOOL]},
             "output_config.format",
         ),
-        ({"mcp_servers": []}, "mcp_servers"),
+        ({"mcp_servers": [{"type": "url", "url": "https://x", "name": "x"}]}, "mcp_servers"),
+        ({"thread": {"id": "t"}}, "thread"),
+        ({"compaction": {"type": "summarize"}}, "compaction"),
+        (
+            {"context_management": {"edits": [{"type": "compact_20260112"}]}},
+            "context_management.edits[0].type",
+        ),
     ],
 )
 def test_what_cannot_be_served_is_a_400_naming_it(fields, param):

@@ -43,7 +43,9 @@ class BufferedBody(CallBody):
         return "end"
 
     def finish(self) -> None:
-        if not self.begun:
+        # Without an end marker the call runs to the end of the response: parse it now. With
+        # one, the response ended inside the call: unfinished, it is neither a call nor content.
+        if not self.begun and self._end is None:
             self._emit(self.buf)
 
     def _emit(self, text: str) -> None:

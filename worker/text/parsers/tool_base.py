@@ -5,7 +5,8 @@
 text goes to a `CallBody` that the family defines, which reports the call through a
 `ToolCallEmitter` and says where its text ends. Text after the body is content again (or the
 next call). A body that finds no call in what followed the marker gives its text back, and the
-parser emits it as content unchanged (the model wrote it; it is not a call).
+parser emits it as content unchanged (the model wrote it; it is not a call). A body still
+open when generation ends is never content (see `ToolParser.finish`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class CallBody:
         self.raw += text
         while not self.failed:
             step = self._step()
+            if self.failed:
+                break
             if step is None:
                 return None
             if step == "end":
@@ -146,11 +149,17 @@ class ToolParser:
         return "".join(content), self.emitter.take()
 
     def finish(self) -> tuple[str, list[ToolCallDelta]]:
-        """End of generation: closes an open body, releases held-back text."""
+        """End of generation: closes an open body, releases held-back text.
+
+        Generation that ends inside a call (max_tokens, a stop string) never turns its markup
+        into content: a call that began is closed as it stands (a partial call, reported with
+        the request's finish reason, e.g. "length"); one whose name had not come is dropped.
+        Text after a marker that turned out not to be a call stays content, as mid-stream."""
         content: list[str] = []
         if self._body is not None:
             self._body.finish()
-            self._add(content, self._body.fallback())
+            if self._body.failed:  # not a call after all: the model's text, as mid-stream
+                self._add(content, self._body.fallback())
             self._body = None
         self._add(content, self._buf)
         self._buf = ""

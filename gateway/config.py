@@ -52,3 +52,6 @@ class ServerConfig:
     media_max_bytes: int = 20 * 2**20  # per image / audio clip, fetched or inline
     media_fetch_timeout: float = 10.0  # seconds per remote fetch, redirects included
     max_image_pixels: int = 40_000_000  # width x height, checked before decoding
+    # Other names clients may send: engine/served_models.py, audio/speech/voice_aliases.py.
+    model_aliases: tuple[str, ...] = ()  # --model-alias globs that reach the main model
+    voice_aliases: tuple[tuple[str, str], ...] = ()  # --voice-alias (NAME, VOICE) overrides

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from bench.options import bench_options
+from gateway.cli.aliases import alias_config, alias_options
 from gateway.cli.speech import tts
 from gateway.config import ServerConfig
 
@@ -225,6 +226,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Library for MODEL: auto (from config.json), text (mlx-lm), omni (mlx-vlm).",
 )
+@alias_options
 @media_options
 @generation_options
 def serve(model: str | None, **options: Any) -> None:
@@ -256,6 +258,7 @@ def serve(model: str | None, **options: Any) -> None:
         log_level=options["log_level"],
         omni=options["omni"],
         backend=options["backend"],
+        **alias_config(options),
         **media_config(options),
         **generation_config(options),
     )

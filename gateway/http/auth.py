@@ -1,4 +1,5 @@
-"""API-key check for every route but /health, as pure ASGI middleware.
+"""API-key check for every route but /health and the base URL (`/`, `/v1`), as pure ASGI
+middleware.
 
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
@@ -13,7 +14,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.http.errors import AUTHENTICATION, APIError
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/", "/v1"})  # the base URL: clients probe it keyless
+
+
+def has_key(headers: list[tuple[bytes, bytes]], api_key: bytes) -> bool:
+    """Whether the request carries `api_key` in either header (constant-time per key, and
+    every presented key is checked, so the time taken does not say which header matched)."""
+    matches = [hmac.compare_digest(key, api_key) for key in presented_keys(headers)]
+    return any(matches)
 
 
 def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
@@ -54,8 +62,4 @@ class APIKeyMiddleware:
 
     def _authorized(self, scope: Scope) -> bool:
         assert self.api_key is not None
-        # Check every presented key so the time taken does not depend on which header matched.
-        matches = [
-            hmac.compare_digest(key, self.api_key) for key in presented_keys(scope["headers"])
-        ]
-        return any(matches)
+        return has_key(scope["headers"], self.api_key)

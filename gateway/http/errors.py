@@ -129,15 +129,6 @@ def unknown_field(param: str) -> APIError:
     )
 
 
-def model_not_found(model: str) -> APIError:
-    return APIError(
-        404,
-        f"The model `{model}` does not exist or is not served here",
-        param="model",
-        code="model_not_found",
-    )
-
-
 def engine_unavailable(exc: EngineUnavailable) -> APIError:
     """503 with Retry-After (whole seconds, as the header requires) when the engine says when."""
     headers = {}

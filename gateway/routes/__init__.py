@@ -10,11 +10,14 @@ from gateway.routes import (
     messages,
     models,
     responses,
+    root,
     speech,
     transcriptions,
 )
 
 ROUTES = [
+    Route("/", root.root, methods=["GET", "HEAD"]),
+    Route("/v1", root.root, methods=["GET", "HEAD"]),
     Route("/health", health.health, methods=["GET"]),
     Route("/v1/models", models.list_models, methods=["GET"]),
     Route("/v1/models/{model_id:path}", models.get_model, methods=["GET"]),

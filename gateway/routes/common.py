@@ -7,8 +7,10 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.engine.protocol import EngineClient
-from gateway.http.errors import APIError, invalid, model_not_found
+from gateway.engine.served_models import CHAT
+from gateway.http.errors import APIError, invalid
 from gateway.http.json_body import BodyError, parse_json
+from gateway.routes.model_names import resolve_model
 
 
 def engine_of(request: Request) -> EngineClient:
@@ -43,7 +45,7 @@ def _too_large(limit: int) -> APIError:
 
 
 def check_model(request: Request, model: str) -> None:
-    """The served name and the checkpoint path both address the model; nothing else does."""
-    engine = engine_of(request)
-    if model != engine.model_name and model != engine.model_path:
-        raise model_not_found(model)
+    """`model` must reach the chat model (its id, its path or a `--model-alias`): else a 404
+    listing the served ids, or a 400 when it names a model that does not chat
+    (gateway/routes/model_names.py)."""
+    resolve_model(request, model, CHAT)

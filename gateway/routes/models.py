@@ -1,4 +1,10 @@
-"""`GET /v1/models` and `GET /v1/models/{id}`: the one served model, with the engine's state."""
+"""`GET /v1/models` and `GET /v1/models/{id}`: every served model (the main model, the TTS
+model, the speech-recognition model), each with its own capabilities and the engine's state.
+
+`GET /v1/models/{id}` takes every name a request's `model` may be (an id, a checkpoint path,
+OpenAI's `tts-1` / `whisper-1` names, a `--model-alias` match) and answers the card of the
+model it reaches (gateway/engine/served_models.py).
+"""
 
 from __future__ import annotations
 
@@ -7,39 +13,49 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from gateway.http.errors import model_not_found
+from gateway.engine.served_models import ServedModel, UnsupportedName, lookup
 from gateway.routes.common import engine_of
+from gateway.routes.model_names import models_of, unknown_model
 
 OWNED_BY = "vllm-omni-mlx"
 
 
-def model_card(request: Request) -> dict[str, Any]:
+def model_card(request: Request, model: ServedModel) -> dict[str, Any]:
     engine = engine_of(request)
     card: dict[str, Any] = {
-        "id": engine.model_name,
+        "id": model.id,
         "object": "model",
         "created": request.app.state.model_created,
         "owned_by": OWNED_BY,
-        "root": engine.model_path,
+        "root": model.path,
         # Not an OpenAI field: tells clients the model is loading or being swapped.
         "state": engine.state,
     }
-    ready = engine.ready_info
-    if ready is not None:
-        # Not an OpenAI field: what the model does ("chat", "image_in", "audio_in", ...).
-        card["capabilities"] = [str(c) for c in ready.capabilities]
-        if ready.text is not None and ready.text.max_context:
-            card["max_model_len"] = ready.text.max_context
+    if engine.ready_info is not None:
+        # Not an OpenAI field: what the model does ("chat", "speech", "transcribe", ...).
+        card["capabilities"] = list(model.capabilities)
+    if model.max_context:
+        card["max_model_len"] = model.max_context
+    # Not OpenAI fields: the other names that reach this model.
+    if model.aliases:
+        card["aliases"] = list(model.aliases)
+    if model.alias_patterns:
+        card["alias_patterns"] = list(model.alias_patterns)
     return card
 
 
 async def list_models(request: Request) -> JSONResponse:
-    return JSONResponse({"object": "list", "data": [model_card(request)]})
+    cards = [model_card(request, m) for m in models_of(request)]
+    return JSONResponse({"object": "list", "data": cards})
 
 
 async def get_model(request: Request) -> JSONResponse:
-    model_id = request.path_params["model_id"]
-    engine = engine_of(request)
-    if model_id not in (engine.model_name, engine.model_path):
-        raise model_not_found(model_id)
-    return JSONResponse(model_card(request))
+    name = request.path_params["model_id"]
+    models = models_of(request)
+    try:
+        model = lookup(models, name, None)
+    except UnsupportedName:
+        model = None
+    if model is None:
+        raise unknown_model(name, models)
+    return JSONResponse(model_card(request, model))

@@ -2,12 +2,13 @@
 `GET /v1/audio/voices` (presets, abilities, saved voices), `POST /v1/audio/voices` (save a
 voice to clone) and `DELETE /v1/audio/voices/{voice_id}`.
 
-Speech and the listing need a speech model in the worker: its Ready message's `audio` section
-(voices, what it can do, sample rate, served name) is what these routes read. Saved voices
-live in the gateway (gateway/audio/speech/voice_store.py) and need no worker. See gateway/audio/speech/request.py
-and gateway/audio/speech/form.py for the fields (JSON or multipart), gateway/audio/speech/voices.py for
-saved voices in requests, gateway/audio/speech/stream.py for buffered vs streamed responses and
-gateway/audio/speech/encoding.py for the formats.
+Speech and the listing need a speech model in the worker: its Ready message's `speech` section
+(voices, what it can do, sample rate, served name) is what these routes read; OpenAI's voice
+names map onto its voices (gateway/audio/speech/voice_aliases.py), and the listing shows how.
+Saved voices live in the gateway (gateway/audio/speech/voice_store.py) and need no worker.
+See gateway/audio/speech/request.py and form.py for the fields (JSON or multipart), voices.py
+for saved voices and aliases in requests, stream.py for buffered vs streamed responses and
+encoding.py for the formats.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from gateway.audio.speech import voices as speech_voices
 from gateway.audio.speech.encoding import CONTENT_TYPES, available_formats, encode
 from gateway.audio.speech.form import is_form, speech_body, voice_upload
 from gateway.audio.speech.request import parse_speech
+from gateway.audio.speech.voice_aliases import AliasCache, VoiceAlias
 from gateway.audio.speech.voice_store import VoiceStore
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.protocol import EngineClient
-from gateway.http.errors import APIError, model_not_found
+from gateway.engine.served_models import SPEECH
+from gateway.http.errors import APIError
 from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of, read_json
+from gateway.routes.model_names import resolve_model
 from protocol.ready import SpeechInfo
 
 
@@ -56,15 +60,13 @@ def speech_model(engine: EngineClient) -> SpeechInfo:
     return audio
 
 
-def _check_model(engine: EngineClient, audio: SpeechInfo, model: str) -> None:
-    # The speech model's served name or path; a speech-only server (--omni) also answers to
-    # its own model name, which is the same model.
-    names = {audio.model, audio.model_path}
-    ready = engine.ready_info
-    if ready is not None and "chat" not in ready.capabilities:
-        names |= {engine.model_name, engine.model_path}
-    if model not in names:
-        raise model_not_found(model)
+def voice_aliases(request: Request, audio: SpeechInfo) -> dict[str, VoiceAlias]:
+    """OpenAI's voice names and the `--voice-alias` overrides for the current speech model."""
+    state = request.app.state
+    cache = getattr(state, "voice_aliases", None)
+    if cache is None:
+        cache = state.voice_aliases = AliasCache(state.config.voice_aliases)
+    return cache.table(audio)
 
 
 async def speech(request: Request) -> Response:
@@ -77,8 +79,11 @@ async def speech(request: Request) -> Response:
     engine = engine_of(request)
     audio = speech_model(engine)
     call = parse_speech(body, audio.sample_rate, uploaded)
-    _check_model(engine, audio, call.model)
-    call = speech_voices.resolve(call, audio, voice_store(request))
+    # Its id or path, OpenAI's tts-1 / tts-1-hd / gpt-4o-mini-tts; on a speech-only server
+    # (--omni) also the server's model name, the same model (gateway/engine/served_models.py).
+    resolve_model(request, call.model, SPEECH)
+    aliases = voice_aliases(request, audio)
+    call = speech_voices.resolve(call, audio, voice_store(request), aliases)
     if call.mode != "file":
         return await speech_stream.stream(request, engine, call, audio.sample_rate)
     result = await speech_stream.collect(request, engine, call)
@@ -97,11 +102,13 @@ async def voices(request: Request) -> Response:
     audio = speech_model(engine_of(request))
     presets = [{"name": v.name, "language": v.language, "type": "preset"} for v in audio.voices]
     saved = [v.public() for v in voice_store(request).list()]
+    aliases = [a.public() for a in voice_aliases(request, audio).values()]
     return JSONResponse(
         {
             "object": "list",
             "model": audio.model,
             "voices": presets + saved,
+            "aliases": aliases,
             "cloning": audio.cloning,
             "ref_text": audio.ref_text,
             "descriptions": audio.descriptions,

@@ -6,15 +6,15 @@ and resampling happen in the worker. Which model: the worker's Ready message say
 can transcribe (`capabilities` holds "transcribe", and "translate" for multilingual Whisper)
 and which checkpoint does it (`transcription.model_path`). A request's `model` may be its
 served name (the checkpoint directory's name, or the server's `--served-model-name` when the
-ASR model is the served model), the checkpoint path, or `whisper-1`, OpenAI's model id,
-which this server takes as "the speech-recognition model it serves" so that clients written
-for OpenAI work unchanged.
+ASR model is the served model), the checkpoint path, or one of OpenAI's model ids
+(`whisper-1`, `gpt-4o-transcribe`, `gpt-4o-mini-transcribe`), which this server takes as "the
+speech-recognition model it serves" so that clients written for OpenAI work unchanged
+(gateway/engine/served_models.py; `gpt-4o-transcribe-diarize` is a 400: no diarization).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
@@ -30,11 +30,11 @@ from gateway.audio.transcription.request import (
 )
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.protocol import EngineClient
-from gateway.http.errors import APIError, model_not_found
+from gateway.engine.served_models import TRANSCRIPTION
+from gateway.http.errors import APIError
 from gateway.http.multipart import read_form
 from gateway.routes.common import engine_of
-
-OPENAI_ALIAS = "whisper-1"
+from gateway.routes.model_names import resolve_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,7 @@ async def _handle(request: Request, task: str) -> Response:
     form = await read_form(request, request.app.state.config.max_body_bytes)
     req = parse_transcription_form(form, task)
     engine = engine_of(request)
-    model = _speech_model(engine, req.model)
-    if req.model not in (model.name, model.path, OPENAI_ALIAS):
-        raise model_not_found(req.model)
+    model = _speech_model(request, engine, req.model)
     if task == TASK_TRANSLATE and not model.can_translate:
         raise APIError(
             400,
@@ -73,26 +71,14 @@ async def _handle(request: Request, task: str) -> Response:
     return _response(req, render(req.response_format, transcript, req.words))
 
 
-def _speech_model(engine: EngineClient, requested: str) -> SpeechModel:
-    """The speech-recognition model the worker serves; 503 while no worker is ready."""
+def _speech_model(request: Request, engine: EngineClient, requested: str) -> SpeechModel:
+    """The speech-recognition model `requested` reaches; 503 while no worker is ready, 404 /
+    400 naming the model otherwise (gateway/routes/model_names.py)."""
     ready = engine.ready_info
     if ready is None or engine.state != "ready":
         raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)
-    if "transcribe" not in ready.capabilities:
-        if requested in (engine.model_name, engine.model_path):
-            raise APIError(
-                400,
-                f"The model `{engine.model_name}` does not transcribe audio (serve a "
-                "speech-recognition model, or add one with --asr-model)",
-                param="model",
-                code="model_not_supported",
-            )
-        raise model_not_found(requested)
-    info = ready.transcription
-    path = info.model_path if info is not None else engine.model_path
-    same = path.rstrip("/") == str(engine.model_path).rstrip("/")
-    name = engine.model_name if same else Path(path.rstrip("/")).name
-    return SpeechModel(name, path, "translate" in ready.capabilities)
+    model = resolve_model(request, requested, TRANSCRIPTION)
+    return SpeechModel(model.id, model.path, "translate" in model.capabilities)
 
 
 def _response(req: TranscriptionRequest, body: str | dict[str, Any]) -> Response:

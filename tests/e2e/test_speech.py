@@ -196,7 +196,7 @@ def test_openai_sdk_streaming_response_yields_the_same_file(omni, soprano_path):
 
 
 def test_an_unknown_voice_is_400_listing_the_voices(chat_and_speech, qwen3_tts_path):
-    response = post(chat_and_speech, model=Path(qwen3_tts_path).name, input=TEXT, voice="alloy")
+    response = post(chat_and_speech, model=Path(qwen3_tts_path).name, input=TEXT, voice="nobody")
     assert response.status_code == 400
     assert all(v in response.json()["error"]["message"] for v in ("vivian", "ryan", "eric"))
 

@@ -128,9 +128,15 @@ def test_openai_model_id_and_checkpoint_path_address_the_speech_model(client, mo
 def test_speech_model_added_next_to_a_chat_model_is_named_by_its_directory():
     engine = speech_engine(path="/ckpt/whisper-small")
     engine.model_name, engine.model_path = "qwen3", "/ckpt/qwen3"
+    caps = (Capability.CHAT, Capability.TRANSCRIBE)
+    asr = engine.ready_info.transcription
+    engine.ready_info = ready(*caps, model="/ckpt/qwen3", transcription=asr)
     with make_client(engine) as client:
         assert post(client, {"model": "whisper-small"}).status_code == 200
-        assert post(client, {"model": "qwen3"}).status_code == 404
+        # The chat model's id names a model that does not transcribe: a 400 naming the one
+        # that does.
+        r = post(client, {"model": "qwen3"})
+        assert_error(r, 400, "model", "`whisper-small`")
 
 
 def assert_error(r, status: int, param: str | None, words: str) -> None:
@@ -222,7 +228,16 @@ def test_upload_past_the_limit_without_content_length_is_a_413():
 
 
 def test_unknown_model_is_a_404(client):
-    assert_error(post(client, {"model": "gpt-4o-transcribe"}), 404, "model", "does not exist")
+    assert_error(post(client, {"model": "whisper-2"}), 404, "model", "does not exist")
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-transcribe", "gpt-4o-mini-transcribe"])
+def test_openai_transcribe_model_ids_address_the_speech_model(client, model):
+    assert post(client, {"model": model}).status_code == 200
+
+
+def test_the_diarizing_model_is_a_400_saying_why(client):
+    assert_error(post(client, {"model": "gpt-4o-transcribe-diarize"}), 400, "model", "diariz")
 
 
 def test_translation_by_a_model_that_cannot_is_a_400():

@@ -113,9 +113,9 @@ def test_sse_carries_base64_audio_then_a_done_event_with_usage(client):
 
 
 def test_a_refusal_before_the_stream_starts_is_a_400(engine, client):
-    refusal = ErrorInfo("bad_request", "unknown voice 'alloy'; this model's voices: ryan, vivian")
+    refusal = ErrorInfo("bad_request", "unknown voice 'nobody'; this model's voices: ryan, vivian")
     engine.script = [[Delta("r", finish_reason="error", usage=Usage(5, 0), error=refusal)]]
-    response = client.post("/v1/audio/speech", json={**BODY, "voice": "alloy", "stream": True})
+    response = client.post("/v1/audio/speech", json={**BODY, "voice": "nobody", "stream": True})
     assert response.status_code == 400 and "ryan, vivian" in error_of(response)["message"]
 
 
@@ -152,14 +152,24 @@ def test_bad_fields_are_400_naming_the_field(client, change, param):
     assert response.status_code == 400 and error_of(response)["param"] == param
 
 
-def test_an_unknown_model_is_404(client):
-    response = client.post("/v1/audio/speech", json={**BODY, "model": "tts-1"})
+def test_an_unknown_model_is_404_naming_the_served_models(client):
+    response = client.post("/v1/audio/speech", json={**BODY, "model": "tts-2"})
     assert response.status_code == 404
+    message = error_of(response)["message"]
+    assert "`tts-2`" in message and "`chat-model`" in message and "`tiny-tts`" in message
+
+
+@pytest.mark.parametrize("model", ["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "/models/tiny-tts"])
+def test_openai_tts_names_and_the_path_reach_the_tts_model(client, model):
+    assert client.post("/v1/audio/speech", json={**BODY, "model": model}).status_code == 200
 
 
 def test_the_chat_model_does_not_answer_for_speech(client):
     response = client.post("/v1/audio/speech", json={**BODY, "model": "chat-model"})
-    assert response.status_code == 404
+    assert response.status_code == 400
+    error = error_of(response)
+    assert (error["param"], error["code"]) == ("model", "model_not_supported")
+    assert "`tiny-tts`" in error["message"]
 
 
 def test_a_speech_only_server_answers_to_its_own_model_name(engine, client):

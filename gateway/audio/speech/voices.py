@@ -6,25 +6,41 @@ voice, so a saved voice never hides a preset. The chosen saved voice becomes the
 `ref_audio` + `ref_text`: the worker then sees exactly what a client that sent that audio and
 transcript itself would have sent, and clones the same voice.
 
+A name that is neither a preset nor a saved voice may be an alias (OpenAI's `alloy`, ...,
+or a `--voice-alias`; gateway/audio/speech/voice_aliases.py): the request then names the preset
+it stands for (or none, on a model without presets). So a preset wins over a saved voice, and
+a saved voice over an alias.
+
 Cloning on a model that cannot is refused here, naming the model, before the worker is asked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from msgspec.structs import replace
 
 from gateway.audio.speech.request import SpeechCall
+from gateway.audio.speech.voice_aliases import VoiceAlias
 from gateway.audio.speech.voice_store import SavedVoice, VoiceStore
 from gateway.http.errors import invalid
+from protocol.inputs import SpeechInputs
 from protocol.ready import SpeechInfo
 
 
-def resolve(call: SpeechCall, audio: SpeechInfo, store: VoiceStore) -> SpeechCall:
-    """`call` with a saved voice replaced by its reference audio; 400s as described above."""
+def resolve(
+    call: SpeechCall,
+    audio: SpeechInfo,
+    store: VoiceStore,
+    aliases: Mapping[str, VoiceAlias] | None = None,
+) -> SpeechCall:
+    """`call` with a saved voice replaced by its reference audio and an alias by its preset
+    (`aliases` by casefolded name); 400s as described above."""
     saved = _saved_voice(call, audio, store)
     inputs = call.inputs
+    if saved is None and aliases:
+        inputs = _aliased(inputs, audio, aliases)
     if saved is not None:
         if inputs.ref_audio is not None:
             raise invalid("voice", "send either a saved `voice` or `ref_audio`, not both")
@@ -41,6 +57,20 @@ def resolve(call: SpeechCall, audio: SpeechInfo, store: VoiceStore) -> SpeechCal
         # The model clones from the audio alone; sending the transcript would be refused.
         inputs = replace(inputs, ref_text=None)
     return dataclasses.replace(call, inputs=inputs)
+
+
+def _aliased(
+    inputs: SpeechInputs, audio: SpeechInfo, aliases: Mapping[str, VoiceAlias]
+) -> SpeechInputs:
+    name = inputs.voice
+    if name is None or name.casefold() in {v.name.casefold() for v in audio.voices}:
+        return inputs
+    alias = aliases.get(name.casefold())
+    if alias is None:
+        return inputs  # the worker answers an unknown voice with a 400 listing its voices
+    if alias.error is not None:
+        raise invalid("voice", alias.error, code="voice_alias_invalid")
+    return replace(inputs, voice=alias.voice)
 
 
 def _saved_voice(call: SpeechCall, audio: SpeechInfo, store: VoiceStore) -> SavedVoice | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from scripts.checkpoints import ensure_checkpoint
@@ -124,3 +125,18 @@ def test_an_answer_that_would_never_end_is_closed_before_max_tokens(tokenizer):
     value = json.loads(tokenizer.decode(generated))
     assert isinstance(value["a"], str) and value["a"].startswith("x")
     assert proc.closed_out
+
+
+def test_inside_a_string_the_close_out_closes_the_string_before_any_bracket():
+    # A tokenizer whose `]]` is one token (qwen3 at size 20m): inside a string it is plain
+    # text, allowed, and first in the preference list; forcing it would never end the string.
+    from worker.text.constraints.close_out import CloseOut, pick
+
+    eos, brackets, quote, letter = 0, 60, 1, 87
+    close = CloseOut((eos, brackets, quote), quote, letter)
+    words = np.zeros(4, dtype=np.uint32)
+    for token in (brackets, quote, letter):  # inside a string: text, brackets and `"` allowed
+        words[token >> 5] |= np.uint32(1 << (token & 31))
+    assert pick(words, close) == quote
+    words[letter >> 5] &= ~np.uint32(1 << (letter & 31))  # outside one: the list's order
+    assert pick(words, close) == brackets

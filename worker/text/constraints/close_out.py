@@ -9,12 +9,17 @@ to its end in a handful of tokens. When none of them is allowed (e.g. inside a k
 spell a property name) the model picks among the allowed tokens as usual. A response that was
 closed this way ends with finish reason "length", so the client knows it was cut short (unless
 the only forced token was EOS at a point where the answer was already complete).
+
+Inside a JSON string every bracket is ordinary text, so a tokenizer with `]]` or `}}` as one
+token would keep writing it and never close the string: when a token that can only be string
+text (`x`) is allowed, the answer is inside a string, and `"` goes first.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,8 +30,20 @@ _CLOSERS = ('"}}', '"}', '"]', "}}", "]}", "}]", "]]", '"', "}", "]")
 _VALUES = ('""', "0", "null", "false", "{}", "[]", "[", "{")
 _SEPARATORS = (", ", ",", ": ", ":")
 
+_STRING_TEXT = "x"  # valid JSON only inside a string: no keyword or number starts with it
+
+
+@dataclass(frozen=True, slots=True)
+class CloseOut:
+    """A tokenizer's close-out tokens: the preference list, and what tells a string apart."""
+
+    ids: tuple[int, ...]  # EOS first, then the preference list's single tokens
+    quote: int | None  # `"`
+    string_text: int | None  # `x`
+
+
 _lock = threading.Lock()
-_cache: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+_cache: weakref.WeakKeyDictionary[Any, CloseOut] = weakref.WeakKeyDictionary()
 
 
 def reserve_for(max_tokens: int) -> int:
@@ -34,25 +51,39 @@ def reserve_for(max_tokens: int) -> int:
     return max(8, min(32, max_tokens // 8))
 
 
-def close_out_candidates(tokenizer: Any) -> list[int]:
-    """Token ids of the preference list (EOS first) that are single tokens of this tokenizer."""
+def close_out_candidates(tokenizer: Any) -> CloseOut:
+    """The preference list's single tokens of this tokenizer (EOS first)."""
     with _lock:
         cached = _cache.get(tokenizer)
     if cached is not None:
         return cached
     candidates = sorted(tokenizer.eos_token_ids)
     for text in (*_CLOSERS, *_SEPARATORS, *_VALUES):
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        if len(ids) == 1 and ids[0] not in candidates:
-            candidates.append(int(ids[0]))
+        token = _single(tokenizer, text)
+        if token is not None and token not in candidates:
+            candidates.append(token)
+    found = CloseOut(tuple(candidates), _single(tokenizer, '"'), _single(tokenizer, _STRING_TEXT))
     with _lock:
-        _cache[tokenizer] = candidates
-    return candidates
+        _cache[tokenizer] = found
+    return found
 
 
-def pick(words: np.ndarray, candidates: list[int]) -> int | None:
-    """The first candidate whose bit is set in the allowed-token bitmask, or None."""
-    for token in candidates:
-        if words[token >> 5] & np.uint32(1 << (token & 31)):
+def _single(tokenizer: Any, text: str) -> int | None:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return int(ids[0]) if len(ids) == 1 else None
+
+
+def pick(words: np.ndarray, close_out: CloseOut) -> int | None:
+    """The token to force: `"` inside a string, else the first allowed candidate; None when
+    no candidate is allowed."""
+    quote, text = close_out.quote, close_out.string_text
+    if quote is not None and text is not None and _allowed(words, text) and _allowed(words, quote):
+        return quote
+    for token in close_out.ids:
+        if _allowed(words, token):
             return token
     return None
+
+
+def _allowed(words: np.ndarray, token: int) -> bool:
+    return bool(words[token >> 5] & np.uint32(1 << (token & 31)))

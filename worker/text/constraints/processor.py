@@ -42,7 +42,7 @@ class ConstraintProcessor:
         gate: ThinkGate | None = None,
         thinking_budget: int | None = None,
         max_tokens: int | None = None,
-        close_candidates: list[int] | None = None,
+        close_candidates: close_out.CloseOut | None = None,
     ) -> None:
         self._matcher = matcher
         self._gate = gate
@@ -54,7 +54,7 @@ class ConstraintProcessor:
         self._failed = False
         self._max_tokens = max_tokens
         self._reserve = close_out.reserve_for(max_tokens) if max_tokens else 0
-        self._close_candidates = close_candidates or []
+        self._close_candidates = close_candidates
         self.closed_out = False  # the answer was steered to its end before max_tokens
 
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
@@ -92,7 +92,11 @@ class ConstraintProcessor:
         self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
         if gate is not None and gate.state == "maybe":
             words[gate.start_id >> 5] |= np.uint32(1 << (gate.start_id & 31))
-        elif self._max_tokens and self._max_tokens - self._consumed <= self._reserve:
+        elif (
+            self._close_candidates is not None
+            and self._max_tokens
+            and self._max_tokens - self._consumed <= self._reserve
+        ):
             token = close_out.pick(words, self._close_candidates)
             if token is not None:
                 # Ending where the answer is already complete is not cutting it short.

@@ -9,7 +9,8 @@ prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, func
 `min_p`, `repetition_penalty`, `chat_template_kwargs`. Accepted without local meaning:
 `metadata` (echoed), `user`, `safety_identifier`, `prompt_cache_key`,
 `prompt_cache_retention`, `prompt_cache_options`, `service_tier`, `reasoning.summary`,
-`truncation: "disabled"`, `background: false`, other `include` values, and `max_tool_calls`
+`truncation: "disabled"`, `background: false`, other `include` values, `client_metadata` (an
+object of strings Codex CLI sends: thread and turn ids), and `max_tool_calls`
 (it caps calls of OpenAI's built-in tools, which this server has none of; function calls are
 not counted, as in OpenAI). Not supported (a 400 saying so): `moderation` (no moderation
 model), `conversation` (no Conversations API: use `previous_response_id`), `prompt` (no
@@ -41,7 +42,7 @@ _FIELDS = frozenset(
         "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
         "service_tier", "truncation", "background", "top_k", "min_p", "repetition_penalty",
         "chat_template_kwargs", "prompt_cache_options", "max_tool_calls", "moderation",
-        "conversation", "prompt", "context_management",
+        "conversation", "prompt", "context_management", "client_metadata",
     }
 )  # fmt: skip
 _TOOL_KEYS = {
@@ -131,6 +132,9 @@ def _no_ops(body: dict) -> None:
         f.string(body, name)
     f.string(body, "service_tier")
     f.obj(body, "metadata")
+    client = f.obj(body, "client_metadata") or {}
+    if not all(isinstance(v, str) for v in client.values()):
+        raise invalid("client_metadata", "`client_metadata` values must be strings")
     if body.get("truncation") not in (None, "disabled"):
         raise unsupported("truncation", "only 'disabled'")
     if f.boolean(body, "background"):

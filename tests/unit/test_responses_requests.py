@@ -175,10 +175,16 @@ def test_logprobs_include_turns_logprobs_on():
         ({"conversation": "conv_1"}, "conversation"),
         ({"text": {"format": {"type": "json_object"}}, "tools": [TOOL]}, "text.format"),
         ({"max_output_tokens": 0}, "max_output_tokens"),
+        ({"client_metadata": {"thread_id": 7}}, "client_metadata"),
     ],
 )
 def test_what_cannot_be_served_is_a_400_naming_it(fields, param):
     assert rejected(**fields).param == param
+
+
+def test_codex_clis_client_metadata_is_accepted():
+    metadata = {"thread_id": "t", "turn_id": "u", "x-codex-turn-metadata": '{"a": 1}'}
+    assert parse(client_metadata=metadata).generation.inputs.messages
 
 
 def test_the_store_evicts_the_least_recently_used():

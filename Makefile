@@ -11,7 +11,7 @@ ARGS ?=
 PYTEST_ARGS ?= -ra
 export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
 
-.PHONY: install serve test test-unit test-e2e lint format clean
+.PHONY: install clients serve test test-unit test-e2e test-clients lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# The client tier's clients (tests/clients/, docs/clients.md), pinned: the Node ones by `npm ci`
+# into tests/clients/node_modules, the Python ones into their own venv (.cache/clients-venv).
+# Reinstalled only when their pins change. Best effort: a client that cannot be installed (no
+# npm, no registry) makes its tests skip, saying why.
+clients: install
+	$(BIN)/python -m tests.support.clients
+
 # On Linux the worker preloads an installed OpenBLAS (--blas auto); this only says when none is.
 serve: install
 	@$(BIN)/python -c "import sys; from launch.blas import find_openblas; \
@@ -28,7 +35,7 @@ serve: install
 	"hint: 'apt-get install libopenblas0-pthread' makes float32 models ~30x faster on the CPU" >&2
 	$(BIN)/vllm-omni-mlx serve $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-test: install
+test: install clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install
@@ -36,6 +43,9 @@ test-unit: install
 
 test-e2e: install
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+test-clients: install clients
+	$(BIN)/python -m pytest tests/clients $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
@@ -46,4 +56,4 @@ format: install
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info tests/clients/node_modules .cache/clients-venv

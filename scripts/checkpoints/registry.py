@@ -8,6 +8,7 @@ from scripts.checkpoints import (
     gemma3,
     kokoro,
     omni,
+    scripted,
     text,
     tts,
     tts_families,
@@ -33,6 +34,15 @@ ARCHS: Mapping[str, Arch] = {
         text.llama_generation_config,
         sizes=text.SIZES,
         build=text.build_text_decoder,
+    ),
+    # Ends its turns with a fixed answer and prefills long prompts fast: the client tier
+    # (tests/clients/) runs real agents on it (scripts/checkpoints/scripted.py).
+    "qwen3_scripted": Arch(
+        scripted.TOKENIZER,
+        scripted.config,
+        text.qwen3_generation_config,
+        sizes=scripted.SIZES,
+        build=scripted.build,
     ),
     # Speech in, for mlx_audio.stt.load: its own build writes every file (scripts/checkpoints/whisper.py).
     "whisper": Arch(

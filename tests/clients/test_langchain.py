@@ -1,0 +1,47 @@
+"""LangChain's ChatOpenAI and ChatAnthropic: invoke, stream, bind_tools, with_structured_output."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.checkpoints.scripted import ANSWER
+from tests.support.clients import case_result, run_driver
+
+pytestmark = pytest.mark.clients
+PROVIDERS = ("openai", "anthropic")
+
+
+@pytest.fixture(scope="module")
+def results(python_clients, client_server, tmp_path_factory):
+    home = tmp_path_factory.mktemp("langchain-home")
+    return run_driver([python_clients.python, "run_langchain.py"], client_server, home)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_invoke(results, client_server, provider):
+    result = case_result(results, f"{provider}-invoke", client_server)
+    assert result["text"] == ANSWER
+    assert result["usage"]["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_stream(results, client_server, provider):
+    result = case_result(results, f"{provider}-stream", client_server)
+    assert result["text"] == ANSWER
+    assert result["chunks"] > 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_bind_tools_forced_call_and_answer_from_its_result(results, client_server, provider):
+    result = case_result(results, f"{provider}-bind_tools", client_server)
+    [call] = result["tool_calls"]
+    assert call["name"] == "get_weather"
+    assert set(call["args"]) == {"city"}
+    assert result["answer"] == ANSWER
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_with_structured_output(results, client_server, provider):
+    result = case_result(results, f"{provider}-structured", client_server)
+    assert result["type"] == "Person"
+    assert set(result["value"]) == {"name", "age"}

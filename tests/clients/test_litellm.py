@@ -1,0 +1,48 @@
+"""LiteLLM (`openai/` and `anthropic/` providers): a plain, a streamed and a tool-using call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scripts.checkpoints.scripted import ANSWER
+from tests.support.clients import case_result, run_driver
+
+pytestmark = pytest.mark.clients
+PROVIDERS = ("openai", "anthropic")
+
+
+@pytest.fixture(scope="module")
+def results(python_clients, client_server, tmp_path_factory):
+    home = tmp_path_factory.mktemp("litellm-home")
+    return run_driver(
+        [python_clients.python, "run_litellm.py"],
+        client_server,
+        home,
+        LITELLM_LOCAL_MODEL_COST_MAP="True",  # no fetch of the price list from GitHub
+        LITELLM_TELEMETRY="False",
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_plain_call(results, client_server, provider):
+    result = case_result(results, f"{provider}-plain", client_server)
+    assert (result["text"], result["finish_reason"]) == (ANSWER, "stop")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_streamed_call(results, client_server, provider):
+    result = case_result(results, f"{provider}-streamed", client_server)
+    assert (result["text"], result["finish_reason"]) == (ANSWER, "stop")
+    assert result["chunks"] > 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_forced_tool_call_and_answer_from_its_result(results, client_server, provider):
+    result = case_result(results, f"{provider}-tool", client_server)
+    assert result["finish_reason"] == "tool_calls"
+    [call] = result["tool_calls"]
+    assert call["name"] == "get_weather"
+    assert set(json.loads(call["arguments"])) == {"city"}
+    assert result["answer"] == ANSWER

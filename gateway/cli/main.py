@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from bench.options import bench_options
+from convert.cli import convert_command
 from gateway.cli.aliases import alias_config, alias_options
 from gateway.cli.speech import tts
 from gateway.config import ServerConfig
@@ -350,6 +351,7 @@ def bench(**options: Any) -> None:
 
 
 main.add_command(tts)  # speech synthesis without a server (gateway/cli/speech.py)
+main.add_command(convert_command)  # GGUF / CTranslate2 -> MLX checkpoints (convert/cli.py)
 
 
 @main.command()

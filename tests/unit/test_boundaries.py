@@ -5,7 +5,8 @@
 - The gateway never imports MLX or transformers, not even lazily inside a function; importing
   every gateway module loads none of them.
 - `protocol/` depends on nothing of the project; `launch/` only on `protocol/`, with no MLX
-  and no HTTP; the `bench` client on neither process.
+  and no HTTP; the `bench` client on neither process; the converters (`convert/`) on nothing
+  of the project, with no MLX and no HTTP.
 Every `import` statement counts, wherever it stands (a lazy import inside a function too).
 """
 
@@ -21,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MLX = {"mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "mlx_embeddings", "transformers"}
 HTTP = {"starlette", "uvicorn", "httpx", "httpcore", "zmq"}
-PROJECT = {"gateway", "worker", "protocol", "launch", "bench", "scripts", "tests"}
+PROJECT = {"gateway", "worker", "protocol", "launch", "bench", "scripts", "tests", "convert"}
 
 # package -> top-level names it may not import
 FORBIDDEN = {
@@ -30,6 +31,7 @@ FORBIDDEN = {
     "protocol": PROJECT - {"protocol"} | MLX | HTTP,
     "launch": PROJECT - {"protocol", "launch"} | MLX | HTTP,
     "bench": MLX | {"gateway", "worker", "launch", "scripts", "tests"},
+    "convert": PROJECT - {"convert"} | MLX | HTTP,
 }
 
 

@@ -47,6 +47,11 @@ class ServerConfig:
     tool_call_parser: str = "auto"  # auto | none | a format of worker/text/parsers/registry.py
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
     vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
+    # Embeddings (worker/embedding/): a model next to the main one, request limits, pass size.
+    embedding_model: str | None = None  # an embedding checkpoint served next to the main model
+    max_embedding_inputs: int = 2048  # inputs of one /v1/embeddings request (OpenAI's limit)
+    max_embedding_tokens: int = 300_000  # tokens of one request, all inputs (OpenAI's limit)
+    embedding_batch_tokens: int = 8192  # padded tokens of one embedding forward pass
     # Images and audio in chat requests, checked by the gateway (gateway/media/).
     allowed_local_media_path: str | None = None  # file:// and paths allowed inside this dir
     media_max_bytes: int = 20 * 2**20  # per image / audio clip, fetched or inline

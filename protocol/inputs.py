@@ -23,7 +23,7 @@ class Op(WireEnum):
     COMPLETE = "complete"
     SPEECH = "speech"  # text -> PCM
     TRANSCRIBE = "transcribe"  # audio -> text (or translated text)
-    EMBED = "embed"  # reserved for embeddings: no engine serves it yet
+    EMBED = "embed"  # texts / token ids -> vectors
 
 
 class JsonObject(WireStruct, tag="json_object"):
@@ -113,11 +113,20 @@ class TranscribeInputs(WireStruct, tag=Op.TRANSCRIBE.value):
 
 
 class EmbedInputs(WireStruct, tag=Op.EMBED.value):
-    """Texts (or token ids) to embed; no engine serves embeddings yet."""
+    """Texts (or token ids, taken as they are) to embed, one vector each, in order.
+
+    Texts are tokenized with the model's special tokens (as sentence-transformers does);
+    token-id lists are the model's input as given. `truncate`: None refuses an input longer
+    than the model takes (a 400 naming its index); k > 0 keeps its first k tokens (a text's
+    special tokens kept); -1 keeps as many as the model takes. `dimensions` truncates every
+    vector to its first d values (then renormalised when the model normalises): only for a
+    model trained for it (EmbeddingInfo.matryoshka).
+    """
 
     op: ClassVar[Op] = Op.EMBED
     input: list[str | list[int]]  # texts, or token-id lists
     dimensions: int | None = None
+    truncate: int | None = None
 
 
 Inputs = Union[ChatInputs, CompleteInputs, SpeechInputs, TranscribeInputs, EmbedInputs]  # noqa: UP007

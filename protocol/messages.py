@@ -21,10 +21,10 @@ from enum import IntEnum
 from typing import Any, Union
 
 from protocol.inputs import ChatInputs, Inputs
-from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 
 class Tag(IntEnum):
@@ -104,6 +104,7 @@ class Ready(WireStruct, tag=int(Tag.READY)):
     text: TextInfo | None = None  # the chat model's limits, when there is one
     speech: SpeechInfo | None = None  # the TTS model, when there is one
     transcription: TranscriptionInfo | None = None  # the speech-recognition model
+    embedding: EmbeddingInfo | None = None  # the embedding model, when there is one
 
 
 class Usage(WireStruct):
@@ -170,6 +171,9 @@ class Delta(WireStruct):
     segments: list[Segment] = []  # transcription segments
     language: str = ""  # a transcription's (detected) language
     stop_sequence: str = ""  # the stop string that ended the request (finish_reason "stop")
+    # Embeddings: one vector per input, in input order, each little-endian float32 bytes
+    # (on the terminal delta; OpenAI's base64 encoding is these bytes).
+    embeddings: list[bytes] = []
 
 
 class Step(WireStruct, tag=int(Tag.STEP)):

@@ -17,6 +17,7 @@ class Capability(WireEnum):
     SPEECH = "speech"  # text -> speech
     TRANSCRIBE = "transcribe"  # speech -> text
     TRANSLATE = "translate"  # speech -> English text (multilingual Whisper)
+    EMBED = "embed"  # texts -> vectors
 
 
 class TextInfo(WireStruct):
@@ -55,3 +56,20 @@ class TranscriptionInfo(WireStruct):
     family: str  # e.g. "whisper"
     sample_rate: int
     word_timestamps: bool
+
+
+class EmbeddingInfo(WireStruct):
+    """The embedding model (an encoder on mlx-embeddings, or a decoder on mlx-lm) and its
+    limits, which the gateway checks before the worker sees a request."""
+
+    model_path: str
+    backend: str  # "mlx-embeddings" (encoders) or "mlx-lm" (decoders, last-token pooling)
+    model_type: str  # config.json's, e.g. "bert", "qwen3"
+    dimensions: int  # of a vector
+    pooling: str  # "mean", "cls", "max", "lasttoken", "mean_sqrt_len" (sentence-transformers)
+    normalize: bool  # vectors have unit length
+    max_input_tokens: int  # tokens of one input, special tokens included
+    max_inputs: int  # inputs of one request
+    max_total_tokens: int  # tokens of one request, all inputs together
+    matryoshka: bool = False  # trained for shorter vectors: requests may ask for `dimensions`
+    matryoshka_dimensions: list[int] = []  # the sizes it takes; [] any size up to dimensions

@@ -28,6 +28,7 @@ SERVED: dict[str, tuple[str, ...]] = {
     "/audio/speech": ("post",),
     "/audio/transcriptions": ("post",),
     "/audio/translations": ("post",),
+    "/embeddings": ("post",),
     "/models": ("get",),
     "/models/{model}": ("get",),
 }

@@ -19,6 +19,7 @@ import click
 from bench.options import bench_options
 from convert.cli import convert_command
 from gateway.cli.aliases import alias_config, alias_options
+from gateway.cli.embeddings import embedding_config, embedding_options
 from gateway.cli.speech import tts
 from gateway.config import ServerConfig
 
@@ -228,6 +229,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     help="Library for MODEL: auto (from config.json), text (mlx-lm), omni (mlx-vlm).",
 )
 @alias_options
+@embedding_options
 @media_options
 @generation_options
 def serve(model: str | None, **options: Any) -> None:
@@ -260,6 +262,7 @@ def serve(model: str | None, **options: Any) -> None:
         omni=options["omni"],
         backend=options["backend"],
         **alias_config(options),
+        **embedding_config(options),
         **media_config(options),
         **generation_config(options),
     )

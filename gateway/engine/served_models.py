@@ -1,9 +1,10 @@
 """Which models a server serves, and which names reach them.
 
-One worker serves the main model (MODEL: chat, or itself a TTS or speech-recognition model)
-and optionally a TTS model (`--tts-model`) and a speech-recognition model (`--asr-model`).
-Its Ready message tells them apart by section (`text`, `speech`, `transcription`, each with
-its checkpoint path); sections with the main model's path are the main model itself. Each
+One worker serves the main model (MODEL: chat, or itself a TTS, speech-recognition or
+embedding model) and optionally a TTS model (`--tts-model`), a speech-recognition model
+(`--asr-model`) and an embedding model (`--embedding-model`). Its Ready message tells them
+apart by section (`text`, `speech`, `transcription`, `embedding`, each with its checkpoint
+path); sections with the main model's path are the main model itself. Each
 served model is one entry of `/v1/models`, with the capabilities of its own sections.
 
 A request's `model` reaches a served model by, in this order:
@@ -12,8 +13,10 @@ A request's `model` reaches a served model by, in this order:
    the TTS model's served name, the speech-recognition checkpoint's directory name) or its
    checkpoint path, exactly;
 2. OpenAI's names (`DEFAULT_NAMES`), always on while a model of that kind is served:
-   `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts` reach the TTS model and `whisper-1`,
-   `gpt-4o-transcribe`, `gpt-4o-mini-transcribe` the speech-recognition model. OpenAI names
+   `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts` reach the TTS model, `whisper-1`,
+   `gpt-4o-transcribe`, `gpt-4o-mini-transcribe` the speech-recognition model and
+   `text-embedding-3-small`, `text-embedding-3-large`, `text-embedding-ada-002` the
+   embedding model. OpenAI names
    whose output this server cannot give (`UNSUPPORTED_NAMES`) are refused by name instead;
 3. a `--model-alias` glob (`fnmatch`, case-sensitive), which reaches the main model.
 
@@ -31,14 +34,17 @@ from fnmatch import fnmatchcase
 from gateway.engine.protocol import EngineClient
 
 CHAT, SPEECH, TRANSCRIPTION = "chat", "speech", "transcription"  # what a route needs
+EMBEDDING = "embedding"
 KIND_CAPABILITIES = {
     CHAT: ("chat", "complete", "image_in", "audio_in"),
     SPEECH: ("speech",),
     TRANSCRIPTION: ("transcribe", "translate"),
+    EMBEDDING: ("embed",),
 }
 DEFAULT_NAMES = {
     SPEECH: ("tts-1", "tts-1-hd", "gpt-4o-mini-tts"),
     TRANSCRIPTION: ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe"),
+    EMBEDDING: ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002"),
 }
 UNSUPPORTED_NAMES = {
     "gpt-4o-transcribe-diarize": "speaker diarization (who spoke when) is not available here",
@@ -53,13 +59,13 @@ class UnsupportedName(Exception):
 class ServedModel:
     id: str
     path: str
-    kinds: tuple[str, ...]  # CHAT, SPEECH, TRANSCRIPTION; () while no worker is ready
+    kinds: tuple[str, ...]  # CHAT, SPEECH, TRANSCRIPTION, EMBEDDING; () while none is ready
     capabilities: tuple[str, ...]  # Ready's capabilities of these kinds, in Ready's order
     main: bool = False
     other_names: tuple[str, ...] = ()  # also exact: the checkpoint path, the TTS section's name
     aliases: tuple[str, ...] = ()  # OpenAI's names for it (DEFAULT_NAMES)
     alias_patterns: tuple[str, ...] = ()  # --model-alias globs (the main model only)
-    max_context: int | None = None
+    max_context: int | None = None  # the chat model's context; an embedding model's input
 
     def answers_to(self, name: str) -> bool:
         return name == self.id or name in self.other_names
@@ -106,6 +112,8 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
         sections.append((TRANSCRIPTION, ready.transcription.model_path, None))
     elif "transcribe" in capabilities:
         sections.append((TRANSCRIPTION, engine.model_path, None))
+    if ready.embedding is not None:
+        sections.append((EMBEDDING, ready.embedding.model_path, None))
     if sections and all(_normal(path) != main_path for _, path, _ in sections):
         # A speech model served alone under a path the worker spelled its own way.
         kind, path, name = sections[0]
@@ -128,6 +136,11 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
             names = group.names
         wanted = {c for kind in group.kinds for c in KIND_CAPABILITIES[kind]}
         text = ready.text if main and CHAT in group.kinds else None
+        embedding = ready.embedding if EMBEDDING in group.kinds else None
+        if text is not None:
+            max_context = text.max_context
+        else:
+            max_context = embedding.max_input_tokens if embedding is not None else None
         models.append(
             ServedModel(
                 model_id,
@@ -137,7 +150,7 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
                 main=main,
                 other_names=_others(model_id, names),
                 alias_patterns=tuple(alias_patterns) if main else (),
-                max_context=text.max_context if text is not None else None,
+                max_context=max_context,
             )
         )
     return _with_default_names(models)

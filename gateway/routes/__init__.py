@@ -6,6 +6,7 @@ from gateway.routes import (
     admin,
     chat,
     completions,
+    embeddings,
     health,
     messages,
     models,
@@ -34,6 +35,7 @@ ROUTES = [
     Route("/v1/audio/voices/{voice_id}", speech.delete_voice, methods=["DELETE"]),
     Route("/v1/audio/transcriptions", transcriptions.transcriptions, methods=["POST"]),
     Route("/v1/audio/translations", transcriptions.translations, methods=["POST"]),
+    Route("/v1/embeddings", embeddings.embeddings, methods=["POST"]),
     Route("/v1/admin/models/load", admin.load_model, methods=["POST"]),
     Route("/v1/admin/stats", admin.stats, methods=["GET"]),
 ]

@@ -13,6 +13,7 @@ from starlette.requests import Request
 
 from gateway.engine.served_models import (
     CHAT,
+    EMBEDDING,
     SPEECH,
     TRANSCRIPTION,
     ServedModel,
@@ -23,11 +24,17 @@ from gateway.engine.served_models import (
 )
 from gateway.http.errors import APIError
 
-WHAT = {CHAT: "generate text", SPEECH: "make speech", TRANSCRIPTION: "transcribe audio"}
+WHAT = {
+    CHAT: "generate text",
+    SPEECH: "make speech",
+    TRANSCRIPTION: "transcribe audio",
+    EMBEDDING: "make embeddings",
+}
 ADD_ONE = {
     CHAT: "this server serves no chat model",
     SPEECH: "serve one with `--tts-model TTS`",
     TRANSCRIPTION: "serve a speech-recognition model, or add one with --asr-model",
+    EMBEDDING: "serve an embedding model, or add one with `--embedding-model EMBEDDER`",
 }
 
 

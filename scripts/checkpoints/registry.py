@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scripts.checkpoints import (
+    embedding,
     gemma3,
     kokoro,
     omni,
@@ -136,6 +137,22 @@ ARCHS: Mapping[str, Arch] = {
         gemma3.gemma3_generation_config,
         sizes=vlm_families.SIZES,
         build=gemma3.build_gemma3,
+    ),
+    # Embeddings (scripts/checkpoints/embedding.py): a BERT sentence encoder for mlx-embeddings
+    # and a Qwen3-Embedding-style decoder (last-token pooling) for mlx-lm.
+    "bert": Arch(
+        QWEN2,  # unused: the build trains a WordPiece tokenizer
+        lambda dims, tid: embedding.bert_config(dims),
+        lambda tid: {},
+        sizes=embedding.BERT_SIZES,
+        build=embedding.build_bert,
+    ),
+    "qwen3_embedding": Arch(
+        embedding.QWEN3_EMBEDDING_TOKENIZER,
+        text.qwen3_config,
+        text.qwen3_generation_config,
+        sizes=embedding.QWEN3_EMBEDDING_SIZES,
+        build=embedding.build_qwen3_embedding,
     ),
 }
 

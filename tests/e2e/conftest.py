@@ -57,15 +57,22 @@ def speech_paths() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def full_server(start_server, qwen3_path, speech_paths) -> ServerProcess:
-    """The tiny qwen3 with a TTS and a speech-recognition model next to it: every OpenAI
-    operation the server has is served (the schema tests use it)."""
+def embedding_path() -> str:
+    return str(ensure_checkpoint("bert", "tiny"))
+
+
+@pytest.fixture(scope="session")
+def full_server(start_server, qwen3_path, speech_paths, embedding_path) -> ServerProcess:
+    """The tiny qwen3 with a TTS, a speech-recognition and an embedding model next to it:
+    every OpenAI operation the server has is served (the schema tests use it)."""
     return start_server(
         qwen3_path,
         "--tts-model",
         speech_paths["tts"],
         "--asr-model",
         speech_paths["asr"],
+        "--embedding-model",
+        embedding_path,
         name="full",
     )
 

@@ -1,5 +1,5 @@
 """Clients that hard-code OpenAI's (or Anthropic's) names, against the real server: `tts-1` with
-`voice="alloy"`, `whisper-1`, every id and alias of `models.list()` used for every capability it
+`voice="alloy"`, `whisper-1`, `text-embedding-3-small`, every id and alias of `models.list()` used for every capability it
 lists, `--model-alias 'claude-*'` on `/v1/messages`, the 404 naming the served models, and the
 base URL answering without a key."""
 
@@ -68,6 +68,8 @@ def _use(client, capability: str, model: str, wav) -> None:
         assert client.completions.create(model=model, prompt="Once", max_tokens=2).choices
     elif capability == "speech":
         assert _speech(client, model, "alloy")
+    elif capability == "embed":
+        assert len(client.embeddings.create(model=model, input=["Hi", "there"]).data) == 2
     elif capability in ("transcribe", "translate"):
         create = client.audio.transcriptions.create
         if capability == "translate":
@@ -79,11 +81,12 @@ def _use(client, capability: str, model: str, wav) -> None:
 
 
 def test_every_listed_id_and_alias_works_for_every_capability_it_lists(
-    full_server, client, qwen3_path, speech_paths, wav
+    full_server, client, qwen3_path, speech_paths, embedding_path, wav
 ):
     models = client.models.list().data
     ids = [m.id for m in models]
-    assert ids == [model_name(p) for p in (qwen3_path, speech_paths["tts"], speech_paths["asr"])]
+    paths = (qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path)
+    assert ids == [model_name(p) for p in paths]
     for model in models:
         card = model.model_dump()
         assert client.models.retrieve(model.id).model_dump() == card
@@ -131,4 +134,4 @@ def test_the_base_url_answers_without_a_key(full_server):
     assert (body["object"], body["name"], body["status"]) == ("server", "vllm-omni-mlx", "ready")
     assert "models" not in body  # the ids need the key
     keyed = httpx.get(f"{full_server.url}/v1", headers=full_server.headers, timeout=10).json()
-    assert len(keyed["models"]) == 3
+    assert len(keyed["models"]) == 4

@@ -1,7 +1,7 @@
 """Schemathesis against the real server, from the vendored official OpenAI document.
 
 Requests are generated from the document's schemas for every served operation (chat,
-completions, Responses, speech, transcriptions, translations, models). Hooks make them ones
+completions, Responses, speech, transcriptions, translations, embeddings, models). Hooks make them ones
 this server can be asked: the served model's id in `model` (the one serving that operation,
 most of the time), a voice the TTS model has, a real WAV file as the upload, and output
 lengths capped so the tiny models answer in milliseconds. Two checks run on every answer: no
@@ -56,6 +56,10 @@ def _errata(document: dict[str, Any]) -> dict[str, Any]:
     delete_404["content"]["application/json"]["schema"] = {
         "$ref": "#/components/schemas/ErrorResponse"
     }
+    # An embedding is documented as an array of floats only, but with `encoding_format:
+    # "base64"` the API (and every SDK decoding it) sends the vector as a base64 string.
+    embedding = document["components"]["schemas"]["Embedding"]["properties"]
+    embedding["embedding"] = {"anyOf": [embedding["embedding"], {"type": "string"}]}
     return document
 
 
@@ -63,13 +67,16 @@ SCHEMA = schemathesis.openapi.from_dict(_errata(spec()))
 
 
 @pytest.fixture(scope="module")
-def target(full_server, qwen3_path, speech_paths, tmp_path_factory) -> dict[str, Any]:
+def target(
+    full_server, qwen3_path, speech_paths, embedding_path, tmp_path_factory
+) -> dict[str, Any]:
     wav = speech_wav(tmp_path_factory.mktemp("schemathesis") / "hi.wav", "Hello there.")
     _PIDS.append(full_server.worker_pid())
     _TARGET.update(
         chat=model_name(qwen3_path),
         tts=model_name(speech_paths["tts"]),
         asr=model_name(speech_paths["asr"]),
+        embed=model_name(embedding_path),
         wav=Path(wav).read_bytes(),
     )
     return {"server": full_server, **_TARGET}
@@ -87,6 +94,7 @@ _MODEL_OF = {
     "/audio/speech": "tts",
     "/audio/transcriptions": "asr",
     "/audio/translations": "asr",
+    "/embeddings": "embed",
 }
 _CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Most generated bodies hold some field this server refuses (a 400 naming it, which is right);

@@ -17,7 +17,7 @@ from gateway.engine.errors import EngineUnavailable
 from gateway.engine.request_stream import RequestStream
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Usage
-from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
 
 HANG = object()
 
@@ -54,10 +54,11 @@ def ready(
     text: TextInfo | None = CHAT_MODEL,
     speech: SpeechInfo | None = None,
     transcription: TranscriptionInfo | None = None,
+    embedding: EmbeddingInfo | None = None,
 ) -> Ready:
     """The Ready of a worker with these capabilities (and sections)."""
     caps = list(capabilities)
-    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription)
+    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding)
 
 
 def config(**overrides: Any) -> ServerConfig:

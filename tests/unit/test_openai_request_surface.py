@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.messages import Delta, Segment, Usage
-from protocol.ready import Capability, SpeechInfo, TranscriptionInfo, Voice
+from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TranscriptionInfo, Voice
 from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
 from tests.support.openai_spec import request_properties
 
@@ -49,6 +49,7 @@ RECORDED = {
         "response_format", "stream", "temperature", "timestamp_granularities",
     },
     "CreateTranslationRequest": {"file", "model", "prompt", "response_format", "temperature"},
+    "CreateEmbeddingRequest": {"dimensions", "encoding_format", "input", "model", "user"},
 }  # fmt: skip
 
 HELLO = [{"role": "user", "content": "Hi"}]
@@ -57,6 +58,7 @@ JSON_OPERATIONS = {
     "CreateCompletionRequest": ("/v1/completions", {"model": "tiny", "prompt": "Once"}),
     "CreateResponse": ("/v1/responses", {"model": "tiny", "input": "Hi"}),
     "CreateSpeechRequest": ("/v1/audio/speech", {"model": "tiny", "input": "Hi", "voice": "ryan"}),
+    "CreateEmbeddingRequest": ("/v1/embeddings", {"model": "tiny", "input": "Hi"}),
 }
 FORM_OPERATIONS = {
     "CreateTranscriptionRequest": "/v1/audio/transcriptions",
@@ -69,14 +71,18 @@ AUDIO = SpeechInfo(
 
 
 def _engine() -> FakeEngine:
-    done = Delta("r", finish_reason="stop", usage=Usage(3, 2), segments=[Segment(0, 0, 1, "x")])
+    done = Delta(
+        "r", finish_reason="stop", usage=Usage(3, 2), segments=[Segment(0, 0, 1, "x")],
+        embeddings=[b"\0\0\x80?"],
+    )  # fmt: skip
     engine = FakeEngine([accepted(), [Delta("r", text="x", audio=b"\0\0", sample_rate=8000)]])
     engine.script.append([done])
     capabilities = [
-        Capability(c) for c in ("chat", "complete", "speech", "transcribe", "translate")
+        Capability(c) for c in ("chat", "complete", "speech", "transcribe", "translate", "embed")
     ]
     asr = TranscriptionInfo("/models/tiny", "whisper", 16000, True)
-    engine.ready_info = ready(*capabilities, speech=AUDIO, transcription=asr)
+    embed = EmbeddingInfo("/models/tiny", "mlx-embeddings", "bert", 1, "mean", True, 16, 8, 99)
+    engine.ready_info = ready(*capabilities, speech=AUDIO, transcription=asr, embedding=embed)
     return engine
 
 

@@ -39,7 +39,14 @@ from protocol.messages import (
     ToolCallDelta,
     Usage,
 )
-from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo, Voice
+from protocol.ready import (
+    Capability,
+    EmbeddingInfo,
+    SpeechInfo,
+    TextInfo,
+    TranscriptionInfo,
+    Voice,
+)
 
 # Changing any of these is a protocol change: bump PROTOCOL_VERSION with it.
 PINNED_FIELDS = {
@@ -48,7 +55,7 @@ PINNED_FIELDS = {
     ControlCall: ("call_id", "method", "chat"),
     Ready: (
         "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
-        "transcription",
+        "transcription", "embedding",
     ),
     Step: ("deltas",),
     ControlReply: ("call_id", "ok", "result", "error"),
@@ -73,7 +80,7 @@ PINNED_FIELDS = {
     TranscribeInputs: (
         "audio", "filename", "language", "prompt", "temperature", "task", "timestamps",
     ),
-    EmbedInputs: ("input", "dimensions"),
+    EmbedInputs: ("input", "dimensions", "truncate"),
     TextInfo: ("max_context", "batching"),
     Voice: ("name", "language"),
     SpeechInfo: (
@@ -81,10 +88,15 @@ PINNED_FIELDS = {
         "instructions", "languages", "speed", "streaming", "sample_rate",
     ),
     TranscriptionInfo: ("model_path", "family", "sample_rate", "word_timestamps"),
+    EmbeddingInfo: (
+        "model_path", "backend", "model_type", "dimensions", "pooling", "normalize",
+        "max_input_tokens", "max_inputs", "max_total_tokens", "matryoshka",
+        "matryoshka_dimensions",
+    ),
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
-        "stop_sequence",
+        "stop_sequence", "embeddings",
     ),
     Segment: (
         "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
@@ -112,12 +124,13 @@ PINNED_VALUES = {
     ControlMethod: ["stats", "shutdown", "count_tokens"],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
+        "embed",
     ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 7
+    assert PROTOCOL_VERSION == 8
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -184,10 +197,10 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", ""],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", []],
             ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
                  None, b"", 0,
-             [], "", ""],
+             [], "", "", []],
         ],
     ]  # fmt: skip
 
@@ -227,6 +240,10 @@ SPEECH = SpeechInfo(
     ["auto"], False, True, 24000,
 )  # fmt: skip
 
+EMBEDDING = EmbeddingInfo(
+    "/e", "mlx-embeddings", "bert", 384, "mean", True, 256, 2048, 300000, True, [128, 256],
+)  # fmt: skip
+
 
 @pytest.mark.parametrize(
     "message",
@@ -247,6 +264,7 @@ SPEECH = SpeechInfo(
         Submit("t", SpeechInputs("hi", voice="aiden", ref_audio=b"RIFF", seed=1), True),
         Submit("u", TranscribeInputs(b"RIFF", "a.wav", "en", timestamps=["word"]), False),
         Submit("v", EmbedInputs(["a", [1, 2]]), False),
+        Submit("w", EmbedInputs(["a"], dimensions=8, truncate=-1), False),
         Abort(["a", "b"]),
         ControlCall(3, ControlMethod.STATS),
         ControlCall(4, ControlMethod.COUNT_TOKENS, ChatInputs([], SamplingParams(1))),
@@ -260,7 +278,9 @@ SPEECH = SpeechInfo(
             1,
             transcription=TranscriptionInfo("/w", "whisper", 16000, True),
         ),  # fmt: skip
+        Ready(PROTOCOL_VERSION, 7, "/e", [Capability.EMBED], 8, None, embedding=EMBEDDING),
         Step([Delta("a", "x", [1], FinishReason.LENGTH, Usage(2, 1, cached_tokens=1))]),
+        Step([Delta("e", finish_reason=FinishReason.STOP, embeddings=[b"\0\0\x80?"] * 2)]),
         Step(
             [
                 Delta("t", audio=b"\x00\x01" * 4, sample_rate=24000),

@@ -7,8 +7,10 @@ audio in) as `--backend` says: "auto" picks mlx-vlm when config.json has a `visi
 `audio_config` section, "text" forces mlx-lm, "omni" forces mlx-vlm (a clear error when mlx-vlm
 is not installed or has no module for the model_type). `--tts-model` / `--asr-model` add a
 speech engine next to the main one, in the same worker and on the same MLX thread. `--omni`
-insists that the main model is a speech model (a clear error otherwise). Everything here runs
-on the MLX thread.
+insists that the main model is a speech model (a clear error otherwise). An embedding
+checkpoint (a sentence-transformers folder, or a text encoder such as BERT:
+worker/embedding/checkpoint.py) as the main model gets the embedding engine alone;
+`--embedding-model` adds one next to the main model. Everything here runs on the MLX thread.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.ready import Capability, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
+from worker.embedding.args import add_embedding_arguments, embedding_settings
+from worker.embedding.checkpoint import is_embedding_checkpoint
 
-TEXT, VISION, SPEECH_OUT, SPEECH_IN = "text", "vision", "tts", "stt"
+TEXT, VISION, SPEECH_OUT, SPEECH_IN, EMBED = "text", "vision", "tts", "stt", "embed"
 BACKENDS = ("auto", "text", "omni")
 _EXTRA = {SPEECH_OUT: "tts", SPEECH_IN: "audio"}
 
@@ -46,6 +50,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--reasoning-parser", default="auto", help="auto | none | qwen3 | deepseek_r1")
     add("--tool-call-parser", default="auto", help="auto | none | a format name")
+    add_embedding_arguments(parser)
 
 
 def _non_negative(text: str) -> int:
@@ -68,8 +73,8 @@ def model_kind(path: str) -> str:
 
 
 def main_model_kind(path: str, backend: str = "auto") -> str:
-    """TEXT, VISION, SPEECH_OUT or SPEECH_IN for the main model under `--backend`; raises
-    ValueError (naming the fix) when the backend cannot serve it."""
+    """TEXT, VISION, SPEECH_OUT, SPEECH_IN or EMBED for the main model under `--backend`;
+    raises ValueError (naming the fix) when the backend cannot serve it."""
     from worker.vision.model import (
         OMNI_EXTRA_HINT,
         has_media_config,
@@ -85,6 +90,8 @@ def main_model_kind(path: str, backend: str = "auto") -> str:
     if backend == "omni":
         vlm_model_type(path)  # raises naming the supported model types
         return VISION
+    if is_embedding_checkpoint(path):
+        return EMBED
     kind = model_kind(path)
     if kind != TEXT or not has_media_config(read_config(path)):
         return kind
@@ -104,6 +111,7 @@ class LoadedEngines:
     text: TextInfo | None = None  # the sections of Ready
     speech: SpeechInfo | None = None
     transcription: TranscriptionInfo | None = None
+    embedding: EmbeddingInfo | None = None
     tokenizer: Any = None  # the text model's, for count_tokens (None without a text model)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -116,13 +124,15 @@ class LoadedEngines:
 def load_engines(args: argparse.Namespace) -> LoadedEngines:
     """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal)."""
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
-    if args.omni and kind in (TEXT, VISION):
+    if args.omni and kind in (TEXT, VISION, EMBED):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
     if kind == TEXT:
         _add_text(loaded, args)
     elif kind == VISION:
         _add_vision(loaded, args)
+    elif kind == EMBED:
+        _add_embedding(loaded, args.model, args)
     else:
         _add_speech(loaded, kind, args.model)
     for extra_kind, path in ((SPEECH_OUT, args.tts_model), (SPEECH_IN, args.asr_model)):
@@ -135,7 +145,26 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
                     f"(install the [{_EXTRA[extra_kind]}] extra if it is one)"
                 )
             _add_speech(loaded, extra_kind, path)
+    embedding_model = getattr(args, "embedding_model", None)
+    if embedding_model:
+        if kind == EMBED:
+            raise ValueError(f"--embedding-model: the main model {args.model} embeds already")
+        if not is_embedding_checkpoint(embedding_model):
+            raise ValueError(
+                f"--embedding-model {embedding_model} is not an embedding checkpoint (a "
+                "sentence-transformers folder, or a text encoder such as BERT)"
+            )
+        _add_embedding(loaded, embedding_model, args)
     return loaded
+
+
+def _add_embedding(loaded: LoadedEngines, path: str, args: argparse.Namespace) -> None:
+    from worker.embedding.engine import load_embedding_engine
+
+    engine = load_embedding_engine(path, embedding_settings(args))
+    loaded.engines.append(engine)
+    loaded.embedding = engine.ready_info()
+    loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
 
 
 def _add_text(loaded: LoadedEngines, args: argparse.Namespace) -> None:

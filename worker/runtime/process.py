@@ -131,6 +131,7 @@ def _serve(
             text=loaded.text,
             speech=loaded.speech,
             transcription=loaded.transcription,
+            embedding=loaded.embedding,
         )
     )
     sender.enable_heartbeats()

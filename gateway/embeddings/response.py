@@ -1,0 +1,51 @@
+"""The `/v1/embeddings` answer: OpenAI's list of embedding objects, floats or base64.
+
+The worker sends every vector as little-endian float32 bytes. `base64` is those bytes encoded
+(what OpenAI sends, and what its SDKs decode with numpy's float32); `float` is the same
+float32 values as JSON numbers (each printed as the double it equals, so a client that parses
+them gets exactly the values base64 would have given). The body is encoded by msgspec: a
+request of thousands of vectors is one fast pass, not a dict walk.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from array import array
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+from protocol.messages import Usage
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def floats(vector: bytes) -> list[float]:
+    values = array("f")
+    values.frombytes(vector)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tolist()
+
+
+def embedding_body(
+    vectors: list[bytes], encoding_format: str, model: str, usage: Usage
+) -> dict[str, Any]:
+    encode = (
+        (lambda v: base64.b64encode(v).decode("ascii")) if encoding_format == "base64" else floats
+    )
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": index, "embedding": encode(vector)}
+            for index, vector in enumerate(vectors)
+        ],
+        "model": model,
+        "usage": {"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.prompt_tokens},
+    }
+
+
+def json_response(body: dict[str, Any]) -> Response:
+    return Response(_ENCODER.encode(body), media_type="application/json")

@@ -1,0 +1,96 @@
+"""An embedding request's inputs, checked and tokenized: token-id rows, or a 400 naming the
+input (by its index in `input`) or the limit it breaks.
+
+Texts are tokenized as sentence-transformers does (the model's special tokens added; with
+`truncate`, cut by the tokenizer, which keeps them); token-id lists are taken as they are and
+must be ids of the model's vocabulary. Limits (EmbeddingInfo): tokens of one input, inputs of
+one request, tokens of one request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.inputs import EmbedInputs
+from worker.runtime.errors import bad_request
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_input_tokens: int
+    max_inputs: int
+    max_total_tokens: int
+    vocab_size: int  # 0: unknown (ids then unchecked against it)
+
+
+def tokenize(inputs: EmbedInputs, tokenizer: Any, limits: Limits) -> list[list[int]]:
+    """One token-id row per input, in order; RequestError (bad_request) naming the problem."""
+    items = inputs.input
+    if not items:
+        raise bad_request("`input` is empty: send at least one text or token-id list")
+    if len(items) > limits.max_inputs:
+        raise bad_request(
+            f"`input` has {len(items)} inputs; this server takes at most {limits.max_inputs} "
+            "per request (--max-embedding-inputs)"
+        )
+    keep = _kept_tokens(inputs.truncate, limits.max_input_tokens)
+    rows = _encode_texts(items, tokenizer, keep)
+    for index, row in enumerate(rows):
+        if row is None:  # token ids
+            row = rows[index] = _checked_ids(items[index], index, limits.vocab_size)
+            if keep is not None:
+                row = rows[index] = row[:keep]
+        if not row:
+            raise bad_request(f"`input[{index}]` is empty: it has no tokens to embed")
+        if len(row) > limits.max_input_tokens:
+            raise bad_request(
+                f"`input[{index}]` is {len(row)} tokens long; this model takes at most "
+                f"{limits.max_input_tokens} (or set truncate_prompt_tokens)"
+            )
+    total = sum(len(row) for row in rows)
+    if total > limits.max_total_tokens:
+        raise bad_request(
+            f"`input` is {total} tokens in all; this server takes at most "
+            f"{limits.max_total_tokens} per request (--max-embedding-tokens)"
+        )
+    return rows  # type: ignore[return-value]
+
+
+def _kept_tokens(truncate: int | None, longest: int) -> int | None:
+    if truncate is None:
+        return None
+    if truncate == -1:
+        return longest
+    if truncate < 1:
+        raise bad_request("`truncate_prompt_tokens` must be -1 (the model's limit) or >= 1")
+    return min(truncate, longest)
+
+
+def _encode_texts(items: list[Any], tokenizer: Any, keep: int | None) -> list[list[int] | None]:
+    """The texts' rows in one tokenizer call (None where the input is token ids)."""
+    at = [i for i, item in enumerate(items) if isinstance(item, str)]
+    rows: list[list[int] | None] = [None] * len(items)
+    if not at:
+        return rows
+    options: dict[str, Any] = {"add_special_tokens": True}
+    if keep is not None:
+        options.update(truncation=True, max_length=keep)
+    encoded = tokenizer([items[i] for i in at], **options)["input_ids"]
+    for i, row in zip(at, encoded, strict=True):
+        rows[i] = list(row)
+    return rows
+
+
+def _checked_ids(item: Any, index: int, vocab_size: int) -> list[int]:
+    if not isinstance(item, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in item
+    ):
+        raise bad_request(f"`input[{index}]` must be a string or a list of token ids")
+    bad = next((t for t in item if t < 0 or (vocab_size and t >= vocab_size)), None)
+    if bad is not None:
+        raise bad_request(
+            f"`input[{index}]` holds token id {bad}, outside this model's vocabulary "
+            f"(0 to {vocab_size - 1})"
+        )
+    return list(item)

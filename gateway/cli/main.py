@@ -1,7 +1,7 @@
 """The `vllm-omni-mlx` command: `serve` a model, `models load` another one, read `stats`.
 
-`serve` runs in the gateway process, which never imports mlx: the default demo checkpoint is
-built by a subprocess, and the worker that loads the model is spawned by the engine.
+
+
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,6 @@ from gateway.config import ServerConfig
 
 DEFAULTS = ServerConfig(model="", served_model_name="")
 DEFAULT_URL = "http://127.0.0.1:8000"
-TINY_CHECKPOINT_COMMAND = [sys.executable, "-m", "scripts.checkpoints", "--arch", "qwen3"]
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
@@ -34,29 +34,25 @@ def main() -> None:
     """OpenAI-compatible model server for MLX: an HTTP gateway and an MLX worker process."""
 
 
-def build_default_checkpoint() -> str:
-    """Build (or reuse) the tiny random-weight demo checkpoint in a subprocess; its path."""
-    click.echo(
-        "No MODEL given: serving the embedded tiny demo checkpoint (random weights).", err=True
-    )
-    try:
-        done = subprocess.run(
-            TINY_CHECKPOINT_COMMAND, stdout=subprocess.PIPE, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise click.ClickException(f"building the demo checkpoint failed: {exc}") from exc
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    if not lines:
-        raise click.ClickException("building the demo checkpoint printed no path")
-    return lines[-1]
-
-
-def resolve(model: str | None) -> tuple[str, str]:
-    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed."""
+def resolve(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
+    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed.
+    Without MODEL: the embedded default (gateway/cli/default_models.py), whose speech models
+    fill `--tts-model` / `--asr-model` unless they were given."""
+    from gateway.cli import default_models
     from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
 
+    if model is None:
+        echo = partial(click.echo, err=True)
+        echo("No MODEL given: serving the embedded default (SmolLM2-135M-Instruct, Whisper).")
+        try:
+            defaults = default_models.embedded_default(echo)
+        except default_models.DefaultUnavailable as exc:
+            raise click.ClickException(f"the embedded default is unavailable: {exc}") from exc
+        options["asr_model"] = options["asr_model"] or defaults.asr
+        options["tts_model"] = options["tts_model"] or defaults.tts
+        return defaults.chat, defaults.name
     try:
-        resolved = resolve_model(model if model is not None else build_default_checkpoint())
+        resolved = resolve_model(model)
     except (ModelNotFound, ModelDownloadFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     return resolved.path, resolved.name
@@ -243,7 +239,7 @@ def serve(model: str | None, **options: Any) -> None:
         level=options["log_level"].upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    path, default_name = resolve(model)
+    path, default_name = resolve(model, options)
     config = ServerConfig(
         model=path,
         served_model_name=options["served_model_name"] or default_name,

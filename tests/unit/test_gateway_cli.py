@@ -87,17 +87,43 @@ def test_serve_reads_the_api_key_from_the_environment(no_serving, tmp_path):
     assert no_serving[0].config.api_key == "env"
 
 
-def test_serve_without_model_serves_the_path_the_builder_prints_last(
+def test_serve_without_model_serves_the_embedded_default_with_its_speech_models(
     no_serving, monkeypatch, tmp_path
 ):
-    built = tmp_path / "tiny-qwen3"
-    built.mkdir()
-    command = [sys.executable, "-c", f"print('building'); print({str(built)!r})"]
-    monkeypatch.setattr(cli, "TINY_CHECKPOINT_COMMAND", command)
+    from gateway.cli import default_models
+
+    chat, asr, tts = (tmp_path / n for n in ("chat", "asr", "tts"))
+    for path in (chat, asr, tts):
+        path.mkdir()
+    fetched = default_models.DefaultModels(
+        str(chat), "SmolLM2-135M-Instruct", str(asr), str(tts), True
+    )
+    monkeypatch.setattr(default_models, "embedded_default", lambda echo: fetched)
     result = CliRunner().invoke(cli.main, ["serve"])
     assert result.exit_code == 0, result.output
-    assert no_serving[0].config.model == str(built)
-    assert no_serving[0].config.served_model_name == "tiny-qwen3"
+    config = no_serving[0].config
+    assert (config.model, config.served_model_name) == (str(chat), "SmolLM2-135M-Instruct")
+    assert (config.asr_model, config.tts_model) == (str(asr), str(tts))
+    result = CliRunner().invoke(cli.main, ["serve", "--asr-model", str(tts)])
+    assert no_serving[1].config.asr_model == str(tts)  # a flag given wins over the default
+
+
+def test_the_embedded_default_falls_back_to_random_tiny_checkpoints_and_says_so(
+    monkeypatch, tmp_path
+):
+    from gateway.cli import default_models
+
+    def fake(command):
+        if "convert.packages" in command:
+            raise default_models.DefaultUnavailable("no index")
+        return str(tmp_path / command[-1])
+
+    monkeypatch.setattr(default_models, "_path_printed_by", fake)
+    said = []
+    got = default_models.embedded_default(said.append)
+    assert not got.real and got.name == "qwen3-tiny"
+    assert got.chat.endswith("qwen3") and got.asr.endswith("whisper")
+    assert any("could not be had (no index)" in line for line in said)
 
 
 def test_serve_of_an_unreachable_hub_model_fails_clearly(no_serving, monkeypatch):

@@ -1,7 +1,8 @@
 """The `vllm-omni-mlx` command: `serve` a model, `models load` another one, read `stats`.
 
-
-
+`serve` runs in the gateway process, which never imports mlx: the embedded default's models
+are fetched, converted or built by subprocesses, and the worker that loads the model is
+spawned by the engine.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ ARGS ?=
 PYTEST_ARGS ?= -ra
 export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
 
-.PHONY: install clients serve test test-unit test-e2e test-clients lint format clean
+.PHONY: install system-packages clients serve test test-unit test-e2e test-clients lint format clean
 
 # `make test` installs everything (the dev extra); `make serve` only what serving the default
 # needs (the serve extra: chat, speech in and out, no mlx-vlm), showing pip's progress.
@@ -44,7 +44,11 @@ serve: $(BIN)/.installed-serve
 	"hint: 'apt-get install libopenblas0-pthread' makes float32 models ~30x faster on the CPU" >&2
 	$(BIN)/vllm-omni-mlx serve $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
-test: install clients
+# System packages (OpenBLAS, ffmpeg, espeak-ng, Node) when this machine lets us: Linux, root, apt.
+system-packages:
+	@scripts/system_packages.sh
+
+test: system-packages install clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: install

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The system packages the tests use, installed when this machine lets us (Linux, root, apt);
+# otherwise it says what is missing and the tests that need it skip, saying why. Run by
+# `make test` (so it does what CI does) and thereby by .ci/run.
+#   libopenblas0-pthread  the worker's float32 matmuls ~30x faster on the Linux CPU (--blas auto)
+#   ffmpeg                m4a / opus / webm uploads to the transcription endpoints
+#   espeak-ng             the real speech the transcription and real-weights tests use
+#   nodejs, npm           the client tier's Node clients (Claude Code, Codex CLI, the SDKs)
+set -uo pipefail
+[ "$(uname -s)" = Linux ] || exit 0
+missing=()
+ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || missing+=(libopenblas0-pthread)
+command -v ffmpeg >/dev/null || missing+=(ffmpeg)
+command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+command -v npm >/dev/null || missing+=(nodejs npm)
+[ "${#missing[@]}" -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+    || echo "could not install ${missing[*]}: the tests that need them skip" >&2
+else
+  echo "not installed: ${missing[*]} (apt-get install them as root); the tests that need them skip" >&2
+fi
+exit 0

@@ -22,8 +22,12 @@ class ServerConfig:
     ready_timeout: float = 600.0  # seconds a worker may take from spawn to READY
     heartbeat_interval: float = 0.5
     heartbeat_timeout: float = 30.0  # silence after which a worker is declared dead
-    max_restarts: int = 5  # crashes within restart_window before giving up
+    # A worker that was ready once is restarted after every crash, with backoff doubling per
+    # crash within restart_window up to restart_backoff_max; max_restarts (None: never) crashes
+    # within the window give up.
+    max_restarts: int | None = None
     restart_window: float = 120.0
+    restart_backoff_max: float = 30.0
     log_level: str = "info"
     # Generation, passed to the worker as flags of the same names (worker/text/args.py).
     prefill_step_size: int = 2048  # prompt tokens per prefill chunk

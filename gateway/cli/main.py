@@ -195,6 +195,19 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     help="Seconds in-flight requests get to finish (swap, shutdown).",
 )
 @click.option(
+    "--restart-backoff-max",
+    default=DEFAULTS.restart_backoff_max,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Longest wait before restarting a crashed worker (the backoff doubles per crash).",
+)
+@click.option(
+    "--max-restarts",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Give up after this many crashes within 120 s [default: never give up].",
+)
+@click.option(
     "--heartbeat-timeout",
     default=DEFAULTS.heartbeat_timeout,
     type=click.FloatRange(min=0, min_open=True),
@@ -253,6 +266,8 @@ def serve(model: str | None, **options: Any) -> None:
         queue_timeout=options["queue_timeout"],
         drain_timeout=options["drain_timeout"],
         heartbeat_timeout=options["heartbeat_timeout"],
+        max_restarts=options["max_restarts"],
+        restart_backoff_max=options["restart_backoff_max"],
         max_body_bytes=int(options["max_body_mb"] * 2**20),
         sse_keepalive=options["sse_keepalive"],
         log_level=options["log_level"],

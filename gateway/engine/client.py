@@ -133,7 +133,10 @@ class WorkerEngineClient:
     def health(self) -> tuple[int, dict[str, Any]]:
         ready = self._sup.ready
         if self.state == "ready" and ready is not None:
-            return 200, {"status": "ok", "model": self.model_name, "worker_pid": ready.pid}
+            body = {"status": "ok", "model": self.model_name, "worker_pid": ready.pid}
+            if self._sup.restarts:
+                body["restarts"] = self._sup.restarts
+            return 200, body
         body: dict[str, Any] = {
             "status": self.state,
             "reason": self.reason,
@@ -141,6 +144,9 @@ class WorkerEngineClient:
         }
         if self._sup.loading is not None:
             body["loading"] = self._sup.loading[1]
+        if self._sup.restarts:
+            body["restarts"] = self._sup.restarts
+            body["last_exit"] = self._sup.last_exit
         return 503, body
 
     def queue_stats(self) -> dict[str, int]:

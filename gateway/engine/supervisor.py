@@ -2,9 +2,10 @@
 
 States: starting -> ready <-> restarting, ready -> swapping -> ready, any -> failed | stopped.
 One background task (`_supervise`) owns a running worker: it watches the process and the
-silence since its last message, and on a crash restarts it with exponential backoff until
-`max_restarts` crashes fall within `restart_window`. A worker that fails its very first load,
-or speaks another protocol version, is not restarted: restarting it cannot help.
+silence since its last message, and on a crash restarts it, always, with a backoff that doubles
+per crash within `restart_window` up to `restart_backoff_max`, so a crash loop never leaves the
+server dead for good (only `max_restarts`, when set, gives up). A worker that fails its very
+first load, or speaks another protocol version, is not restarted: restarting it cannot help.
 
 A swap takes the worker away from `_supervise` first (cancel it), so a worker stopped on
 purpose is never mistaken for a crash, and the old process has exited before the new one is
@@ -37,7 +38,6 @@ from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlMethod, Fata
 log = logging.getLogger("gateway.engine.supervisor")
 
 RESTART_BACKOFF = 0.5  # seconds before the first restart; doubles per crash in the window
-RESTART_BACKOFF_MAX = 10.0
 EXIT_GRACE = 0.2  # after an exit, time for its last messages (Fatal, final Step) to arrive
 SHUTDOWN_GRACE = 5.0  # a worker asked to shut down is killed after this
 
@@ -72,6 +72,8 @@ class Supervisor:
         self._fatal: Fatal | None = None
         self._retired_pids: set[int] = set()
         self._crashes: deque[float] = deque()
+        self.restarts = 0  # crashes this model's workers had since it loaded
+        self.last_exit: str | None = None  # why the last of them ended
         self._task: asyncio.Task[None] | None = None
         self._swapping = False
 
@@ -136,6 +138,7 @@ class Supervisor:
             if failure is None:
                 self.model_path, self.model_name = path, name
                 self._crashes.clear()
+                self.restarts, self.last_exit = 0, None
                 self._serve()
                 return
             message = f"{name} failed to load: {failure.message}"
@@ -217,8 +220,11 @@ class Supervisor:
         while self._crashes and now - self._crashes[0] > self.config.restart_window:
             self._crashes.popleft()
         n = len(self._crashes)
+        self.restarts += 1
+        self.last_exit = reason
         log.error("worker crash %d within %g s: %s", n, self.config.restart_window, reason)
-        if n >= self.config.max_restarts:
+        limit = self.config.max_restarts
+        if limit is not None and n >= limit:
             self._fail(f"gave up after {n} crashes in {self.config.restart_window:g} s: {reason}")
         else:
             self._set_state("restarting", f"restarting after a crash: {reason}")
@@ -226,8 +232,12 @@ class Supervisor:
             self._on_lost(f"the worker died: {reason}")
         if self.state == "failed":
             return False
-        await asyncio.sleep(min(RESTART_BACKOFF * 2 ** (n - 1), RESTART_BACKOFF_MAX))
+        await asyncio.sleep(self.backoff(n))
         return True
+
+    def backoff(self, crashes: int) -> float:
+        """Seconds before the restart after `crashes` crashes within the window."""
+        return min(RESTART_BACKOFF * 2 ** (crashes - 1), self.config.restart_backoff_max)
 
     async def _launch(self, path: str) -> LaunchFailure | None:
         """Spawn a worker for `path` and wait for its READY; on success it is `self.process`."""

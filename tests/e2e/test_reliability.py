@@ -102,6 +102,24 @@ def test_worker_kill_ends_stream_with_error_then_recovers(start_server, qwen3_pa
     assert reply.choices[0].finish_reason == "length"
 
 
+def test_a_crash_loop_never_leaves_the_server_dead(start_server, qwen3_path):
+    """Six kill -9s within a minute (the old policy gave up for good after five): the worker
+    comes back every time, /health says `restarting` with the count and the exit reason."""
+    server = start_server(qwen3_path, "--restart-backoff-max", "0.5", name="crash-loop")
+    for kill in range(1, 7):
+        pid = server.worker_pid()
+        os.kill(pid, signal.SIGKILL)
+        body = _wait_for(lambda: (b := server.health().json()).get("restarts") == kill and b)
+        if body["status"] != "ok":  # still coming back (it may already be, on a fast machine)
+            assert body["status"] == "restarting" and "SIGKILL" in body["last_exit"], body
+        health = server.wait_healthy(timeout=120)
+        assert health["worker_pid"] != pid and health["restarts"] == kill
+    reply = openai_client(server).chat.completions.create(
+        model=model_name(qwen3_path), messages=LONG["messages"], max_tokens=3
+    )
+    assert reply.choices[0].finish_reason == "length"
+
+
 def test_swap_under_load_never_hangs_and_serves_the_new_model(start_server, qwen3_path, llama_path):
     server = start_server(qwen3_path, "--drain-timeout", "2", name="swap")
     old_pid = server.worker_pid()

@@ -92,6 +92,33 @@ async def test_repeated_crashes_give_up_with_a_reason_in_health(tmp_path):
 
 
 @async_test
+async def test_a_worker_that_was_ready_is_restarted_after_every_crash_by_default(tmp_path):
+    workers = FakeWorkers(tmp_path)
+    config = fast_config(max_restarts=None, restart_backoff_max=0.2)
+    async with running_engine(config, workers) as engine:
+        await wait_ready(engine)
+        for crash in range(1, 7):  # more than the old fixed limit of 5
+            await collect(engine, prompt="CRASH")
+            status, body = engine.health()
+            if status == 503:
+                assert body["status"] == "restarting" and body["restarts"] == crash
+                assert "exited with code 7" in body["last_exit"]
+            await wait_ready(engine)
+        status, body = engine.health()
+        assert status == 200 and body["restarts"] == 6
+        assert (await collect(engine, max_tokens=2))[-1].finish_reason == "length"
+    assert len(workers.events("start")) == 7
+
+
+def test_the_backoff_doubles_per_crash_up_to_its_cap():
+    from gateway.engine.supervisor import Supervisor
+
+    sup = Supervisor.__new__(Supervisor)
+    sup.config = fast_config(restart_backoff_max=3.0)
+    assert [sup.backoff(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+@async_test
 async def test_a_fatal_error_ends_requests_and_shows_restarting_before_the_worker_exits(
     tmp_path, caplog
 ):

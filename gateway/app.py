@@ -19,6 +19,7 @@ from gateway.engine.protocol import EngineClient
 from gateway.http.auth import APIKeyMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.request_id import RequestIdMiddleware
+from gateway.playground.page import assets as playground_assets
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
@@ -35,7 +36,7 @@ def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
             await engine.stop()
 
     app = Starlette(
-        routes=ROUTES,
+        routes=[*ROUTES, playground_assets()],
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(APIKeyMiddleware, api_key=config.api_key),

@@ -6,6 +6,7 @@
 #   ffmpeg                m4a / opus / webm uploads to the transcription endpoints
 #   espeak-ng             the real speech the transcription and real-weights tests use
 #   nodejs, npm           the client tier's Node clients (Claude Code, Codex CLI, the SDKs)
+#   chromium, chromium-driver  headless Chromium for the web playground's tests (tests/browser/)
 set -uo pipefail
 [ "$(uname -s)" = Linux ] || exit 0
 missing=()
@@ -13,6 +14,7 @@ ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || missing+=(libo
 command -v ffmpeg >/dev/null || missing+=(ffmpeg)
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
 command -v npm >/dev/null || missing+=(nodejs npm)
+{ command -v chromium && command -v chromedriver; } >/dev/null || missing+=(chromium chromium-driver)
 [ "${#missing[@]}" -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \

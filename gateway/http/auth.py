@@ -1,5 +1,5 @@
-"""API-key check for every route but /health and the base URL (`/`, `/v1`), as pure ASGI
-middleware.
+"""API-key check for every route but /health, the base URL (`/`, `/v1`) and the playground's
+static files (`/playground/...`), as pure ASGI middleware.
 
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
@@ -15,6 +15,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.http.errors import AUTHENTICATION, APIError
 
 OPEN_PATHS = frozenset({"/health", "/", "/v1"})  # the base URL: clients probe it keyless
+# The playground's scripts and styles: the page loads them before it can ask for the key.
+OPEN_PREFIXES = ("/playground/",)
 
 
 def has_key(headers: list[tuple[bytes, bytes]], api_key: bytes) -> bool:
@@ -47,6 +49,7 @@ class APIKeyMiddleware:
             self.api_key is None
             or scope["type"] != "http"
             or scope["path"] in OPEN_PATHS
+            or scope["path"].startswith(OPEN_PREFIXES)
             or self._authorized(scope)
         ):
             await self.app(scope, receive, send)

@@ -24,6 +24,7 @@ class Op(WireEnum):
     SPEECH = "speech"  # text -> PCM
     TRANSCRIBE = "transcribe"  # audio -> text (or translated text)
     EMBED = "embed"  # texts / token ids -> vectors
+    SCORE = "score"  # (query, document) pairs -> relevance scores (rerank, score)
 
 
 class JsonObject(WireStruct, tag="json_object"):
@@ -129,4 +130,23 @@ class EmbedInputs(WireStruct, tag=Op.EMBED.value):
     truncate: int | None = None
 
 
-Inputs = Union[ChatInputs, CompleteInputs, SpeechInputs, TranscribeInputs, EmbedInputs]  # noqa: UP007
+class ScoreInputs(WireStruct, tag=Op.SCORE.value):
+    """(query, document) pairs to score, one score per document, in order.
+
+    Pair i is (queries[i], documents[i]), or (queries[0], documents[i]) when there is one query
+    (rerank: one query against many documents; vLLM's score: 1:N or N:N). `truncate`: None
+    refuses a pair longer than the model takes (a 400 naming its document); k > 0 cuts each
+    pair's tokens to k (the embedding fallback: each text); -1: the model's limit. How the
+    worker scores is ScoreInfo.method: a cross-encoder's logit (or its activation), an LLM
+    reranker's P(yes), or the cosine of an embedding model's vectors.
+    """
+
+    op: ClassVar[Op] = Op.SCORE
+    queries: list[str]
+    documents: list[str]
+    truncate: int | None = None
+
+
+Inputs = Union[  # noqa: UP007
+    ChatInputs, CompleteInputs, SpeechInputs, TranscribeInputs, EmbedInputs, ScoreInputs
+]

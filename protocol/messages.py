@@ -21,10 +21,17 @@ from enum import IntEnum
 from typing import Any, Union
 
 from protocol.inputs import ChatInputs, Inputs
-from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import (
+    Capability,
+    EmbeddingInfo,
+    ScoreInfo,
+    SpeechInfo,
+    TextInfo,
+    TranscriptionInfo,
+)
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 
 
 class Tag(IntEnum):
@@ -105,6 +112,7 @@ class Ready(WireStruct, tag=int(Tag.READY)):
     speech: SpeechInfo | None = None  # the TTS model, when there is one
     transcription: TranscriptionInfo | None = None  # the speech-recognition model
     embedding: EmbeddingInfo | None = None  # the embedding model, when there is one
+    score: ScoreInfo | None = None  # the model that scores pairs (rerank, score)
 
 
 class Usage(WireStruct):
@@ -174,6 +182,7 @@ class Delta(WireStruct):
     # Embeddings: one vector per input, in input order, each little-endian float32 bytes
     # (on the terminal delta; OpenAI's base64 encoding is these bytes).
     embeddings: list[bytes] = []
+    scores: list[float] = []  # relevance scores, one per document in order (terminal delta)
 
 
 class Step(WireStruct, tag=int(Tag.STEP)):

@@ -18,6 +18,8 @@ class Capability(WireEnum):
     TRANSCRIBE = "transcribe"  # speech -> text
     TRANSLATE = "translate"  # speech -> English text (multilingual Whisper)
     EMBED = "embed"  # texts -> vectors
+    RERANK = "rerank"  # a query against documents, sorted by relevance (/v1/rerank)
+    SCORE = "score"  # relevance scores of text pairs (/v1/score)
 
 
 class TextInfo(WireStruct):
@@ -73,3 +75,17 @@ class EmbeddingInfo(WireStruct):
     max_total_tokens: int  # tokens of one request, all inputs together
     matryoshka: bool = False  # trained for shorter vectors: requests may ask for `dimensions`
     matryoshka_dimensions: list[int] = []  # the sizes it takes; [] any size up to dimensions
+
+
+class ScoreInfo(WireStruct):
+    """The model that scores (query, document) pairs and how it does: `method` is
+    "cross-encoder" (a sequence-classification head on the pair), "llm-yes-no" (an LLM
+    reranker: P(yes) of its yes/no answer under its prompt template) or "embedding-cosine"
+    (the embedding model's vectors, when no reranker is served)."""
+
+    model_path: str
+    method: str
+    model_type: str  # config.json's, e.g. "bert", "qwen3"
+    max_input_tokens: int  # tokens of one pair (the embedding fallback: of one text)
+    max_documents: int  # documents of one request
+    max_total_tokens: int  # tokens of one request, all pairs together

@@ -1,10 +1,12 @@
 """Which models a server serves, and which names reach them.
 
-One worker serves the main model (MODEL: chat, or itself a TTS, speech-recognition or
-embedding model) and optionally a TTS model (`--tts-model`), a speech-recognition model
-(`--asr-model`) and an embedding model (`--embedding-model`). Its Ready message tells them
-apart by section (`text`, `speech`, `transcription`, `embedding`, each with its checkpoint
-path); sections with the main model's path are the main model itself. Each
+One worker serves the main model (MODEL: chat, or itself a TTS, speech-recognition,
+embedding or reranking model) and optionally a TTS model (`--tts-model`), a speech-recognition
+model (`--asr-model`), an embedding model (`--embedding-model`) and a reranker
+(`--rerank-model`). Its Ready message tells them apart by section (`text`, `speech`,
+`transcription`, `embedding`, `score`, each with its checkpoint path); sections with the main
+model's path are the main model itself. The `score` section of an embedding model that scores
+by cosine (no reranker served) has the embedding model's path, so that model is of both kinds. Each
 served model is one entry of `/v1/models`, with the capabilities of its own sections.
 
 A request's `model` reaches a served model by, in this order:
@@ -34,12 +36,13 @@ from fnmatch import fnmatchcase
 from gateway.engine.protocol import EngineClient
 
 CHAT, SPEECH, TRANSCRIPTION = "chat", "speech", "transcription"  # what a route needs
-EMBEDDING = "embedding"
+EMBEDDING, RERANK = "embedding", "rerank"
 KIND_CAPABILITIES = {
     CHAT: ("chat", "complete", "image_in", "audio_in"),
     SPEECH: ("speech",),
     TRANSCRIPTION: ("transcribe", "translate"),
     EMBEDDING: ("embed",),
+    RERANK: ("rerank", "score"),
 }
 DEFAULT_NAMES = {
     SPEECH: ("tts-1", "tts-1-hd", "gpt-4o-mini-tts"),
@@ -59,13 +62,14 @@ class UnsupportedName(Exception):
 class ServedModel:
     id: str
     path: str
-    kinds: tuple[str, ...]  # CHAT, SPEECH, TRANSCRIPTION, EMBEDDING; () while none is ready
+    kinds: tuple[str, ...]  # CHAT, SPEECH, TRANSCRIPTION, EMBEDDING, RERANK; () while none ready
     capabilities: tuple[str, ...]  # Ready's capabilities of these kinds, in Ready's order
     main: bool = False
     other_names: tuple[str, ...] = ()  # also exact: the checkpoint path, the TTS section's name
     aliases: tuple[str, ...] = ()  # OpenAI's names for it (DEFAULT_NAMES)
     alias_patterns: tuple[str, ...] = ()  # --model-alias globs (the main model only)
-    max_context: int | None = None  # the chat model's context; an embedding model's input
+    max_context: int | None = None  # the chat model's context; an embedding model's input,
+    # a reranker's pair
 
     def answers_to(self, name: str) -> bool:
         return name == self.id or name in self.other_names
@@ -114,6 +118,8 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
         sections.append((TRANSCRIPTION, engine.model_path, None))
     if ready.embedding is not None:
         sections.append((EMBEDDING, ready.embedding.model_path, None))
+    if ready.score is not None:  # a reranker, or the embedding model scoring by cosine
+        sections.append((RERANK, ready.score.model_path, None))
     if sections and all(_normal(path) != main_path for _, path, _ in sections):
         # A speech model served alone under a path the worker spelled its own way.
         kind, path, name = sections[0]
@@ -137,10 +143,13 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
         wanted = {c for kind in group.kinds for c in KIND_CAPABILITIES[kind]}
         text = ready.text if main and CHAT in group.kinds else None
         embedding = ready.embedding if EMBEDDING in group.kinds else None
+        score = ready.score if RERANK in group.kinds else None
         if text is not None:
             max_context = text.max_context
+        elif embedding is not None:
+            max_context = embedding.max_input_tokens
         else:
-            max_context = embedding.max_input_tokens if embedding is not None else None
+            max_context = score.max_input_tokens if score is not None else None
         models.append(
             ServedModel(
                 model_id,

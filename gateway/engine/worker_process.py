@@ -37,7 +37,8 @@ GENERATION_FLAGS = (
     "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
     "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "tts_model", "asr_model",
     "reasoning_parser", "tool_call_parser", "vision_cache_entries",
-    "embedding_model", "max_embedding_inputs", "max_embedding_tokens", "embedding_batch_tokens",
+    "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
+    "embedding_batch_tokens",
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from gateway.routes import (
     health,
     messages,
     models,
+    rerank,
     responses,
     root,
     speech,
@@ -36,6 +37,12 @@ ROUTES = [
     Route("/v1/audio/transcriptions", transcriptions.transcriptions, methods=["POST"]),
     Route("/v1/audio/translations", transcriptions.translations, methods=["POST"]),
     Route("/v1/embeddings", embeddings.embeddings, methods=["POST"]),
+    # vLLM serves both without the /v1 prefix too; /v2/rerank is Cohere's v2 path.
+    *(
+        Route(path, rerank.rerank, methods=["POST"])
+        for path in ("/v1/rerank", "/v2/rerank", "/rerank")
+    ),
+    *(Route(path, rerank.score, methods=["POST"]) for path in ("/v1/score", "/score")),
     Route("/v1/admin/models/load", admin.load_model, methods=["POST"]),
     Route("/v1/admin/stats", admin.stats, methods=["GET"]),
 ]

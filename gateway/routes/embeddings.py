@@ -23,7 +23,7 @@ from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.routes.common import engine_of, read_json
 from gateway.routes.model_names import resolve_model
-from protocol.inputs import EmbedInputs
+from protocol.inputs import EmbedInputs, ScoreInputs
 from protocol.messages import Delta, Usage
 from protocol.ready import EmbeddingInfo
 
@@ -38,7 +38,7 @@ async def embeddings(request: Request) -> Response:
     model = resolve_model(request, req.model, EMBEDDING)
     info = _embedding_info(ready.embedding, model.id)
     check_for_model(req, info)
-    terminal = await _collect(request, engine, req.embed_inputs())
+    terminal = await collect(request, engine, req.embed_inputs())
     if len(terminal.embeddings) != len(req.inputs):
         raise errors.no_terminal("embedding request")
     usage = terminal.usage or Usage(0, 0)
@@ -54,14 +54,18 @@ def _embedding_info(info: EmbeddingInfo | None, name: str) -> EmbeddingInfo:
     return info
 
 
-async def _collect(request: Request, engine: EngineClient, inputs: EmbedInputs) -> Delta:
+async def collect(
+    request: Request, engine: EngineClient, inputs: EmbedInputs | ScoreInputs
+) -> Delta:
+    """The request's terminal delta (a 4xx / 5xx for an error, the param named when the
+    worker's message names it first); the client going away aborts it."""
     watcher = DisconnectWatcher(request.receive)
     try:
         terminal = await watcher.run(_terminal(engine, inputs))
     finally:
         watcher.close()
     if terminal is None:
-        raise errors.no_terminal("embedding request")
+        raise errors.no_terminal("request")
     error = errors.terminal_error(terminal)
     if error is not None:
         if error.status == 400 and error.param is None:
@@ -77,7 +81,7 @@ def _named_field(message: str) -> str | None:
     return None
 
 
-async def _terminal(engine: EngineClient, inputs: EmbedInputs) -> Delta | None:
+async def _terminal(engine: EngineClient, inputs: EmbedInputs | ScoreInputs) -> Delta | None:
     async with engine.request(inputs, False) as batches:
         async for batch in batches:
             for delta in batch:

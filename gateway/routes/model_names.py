@@ -14,6 +14,7 @@ from starlette.requests import Request
 from gateway.engine.served_models import (
     CHAT,
     EMBEDDING,
+    RERANK,
     SPEECH,
     TRANSCRIPTION,
     ServedModel,
@@ -29,12 +30,15 @@ WHAT = {
     SPEECH: "make speech",
     TRANSCRIPTION: "transcribe audio",
     EMBEDDING: "make embeddings",
+    RERANK: "rerank or score",
 }
 ADD_ONE = {
     CHAT: "this server serves no chat model",
     SPEECH: "serve one with `--tts-model TTS`",
     TRANSCRIPTION: "serve a speech-recognition model, or add one with --asr-model",
     EMBEDDING: "serve an embedding model, or add one with `--embedding-model EMBEDDER`",
+    RERANK: "serve a reranker or an embedding model, or add one with `--rerank-model "
+    "RERANKER` or `--embedding-model EMBEDDER`",
 }
 
 

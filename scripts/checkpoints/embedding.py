@@ -12,13 +12,19 @@ Matryoshka training (config.json `matryoshka_dimensions`), so both paths are exe
 `qwen3_embedding`: a Qwen3-Embedding-style decoder for mlx-lm: the tiny qwen3 checkpoint whose
 tokenizer appends <|endoftext|> to every text (as Qwen3-Embedding's does), pooled on that last
 token and normalised (`1_Pooling` with `pooling_mode_lasttoken`).
+
+`bert_cross_encoder`: a reranker as transformers saves one (BertForSequenceClassification, one
+label), for the cross-encoder path; `xlm_roberta_cross_encoder` the same for
+XLMRobertaForSequenceClassification (RoBERTa's head, no pooler). The LLM reranker (`qwen3_reranker` in registry.py) is the
+tiny qwen3 decoder itself: Qwen3-Reranker ships a plain Qwen3ForCausalLM checkpoint, and its
+tokenizer has "yes" and "no" as single tokens, as the tiny one does.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +66,7 @@ class BertDims:
     pooling: str  # "mean" or "cls"
     normalize: bool
     matryoshka_dimensions: tuple[int, ...] = ()
+    activation: str = ""  # a cross-encoder's named activation ("" names none)
 
 
 BERT_SIZES: Mapping[str, BertDims] = {
@@ -244,3 +251,96 @@ def build_qwen3_embedding(arch: Any, dims: Dims, out_dir: Path) -> int:
 
 
 QWEN3_EMBEDDING_TOKENIZER = QWEN2
+
+
+# -- a cross-encoder (BertForSequenceClassification) --------------------------------------
+
+CROSS_ENCODER_SIZES: Mapping[str, BertDims] = {
+    # "tiny": one label, no activation named (sentence-transformers then applies Sigmoid);
+    # "tiny_logit": names Identity as ms-marco cross-encoders do, so scores are raw logits.
+    "tiny": BertDims(64, 2, 4, 128, 2048, 128, "cls", False),
+    "tiny_logit": BertDims(
+        64, 2, 4, 128, 2048, 128, "cls", False, activation="torch.nn.modules.linear.Identity"
+    ),
+}
+
+
+def build_cross_encoder(arch: Any, dims: BertDims, out_dir: Path) -> int:
+    """What `cross-encoder/ms-marco-MiniLM-L-6-v2` ships, small: a BertForSequenceClassification
+    config with one label, the encoder's weights under `bert.` and `classifier.weight` /
+    `classifier.bias`, and the WordPiece tokenizer pairing two texts as
+    `[CLS] A [SEP] B [SEP]` (B's token type 1). No sentence-transformers pooling files."""
+    build_bert(arch, dims, out_dir)
+    for name in ("modules.json", "sentence_bert_config.json"):
+        (out_dir / name).unlink()
+    (out_dir / "1_Pooling" / "config.json").unlink()
+    (out_dir / "1_Pooling").rmdir()
+    config = bert_config(dims)
+    config.update(
+        architectures=["BertForSequenceClassification"],
+        id2label={"0": "LABEL_0"},
+        label2id={"LABEL_0": 0},
+    )
+    if dims.activation:
+        config["sbert_ce_default_activation_function"] = dims.activation
+    write_json(out_dir / "config.json", config)
+    weights = {"bert." + k: v for k, v in bert_weights(dims).items()}
+    weights["classifier.weight"] = _tensor("classifier.weight", (1, dims.hidden), "normal")
+    weights["classifier.bias"] = np.full((1,), 0.1, dtype=np.float32)
+    save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sum(w.size for w in weights.values())
+
+
+XLM_ROBERTA_SPECIAL = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # ids 0..4, XLM-R's order
+
+
+def build_xlm_roberta_cross_encoder(arch: Any, dims: BertDims, out_dir: Path) -> int:
+    """What `BAAI/bge-reranker-v2-m3` ships, small: an XLMRobertaForSequenceClassification
+    config with one label, the encoder under `roberta.` (no pooler), RoBERTa's head
+    (`classifier.dense`, `classifier.out_proj`), and a tokenizer pairing two texts as
+    `<s> A </s></s> B </s>` (pad id 1, positions offset past it, one token type). The tokenizer
+    is a WordPiece one in tokenizer.json (read as PreTrainedTokenizerFast): transformers'
+    XLMRobertaTokenizer itself insists on a Unigram model."""
+    tok = Tokenizer(models.WordPiece(unk_token="<unk>"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=dims.vocab, special_tokens=list(XLM_ROBERTA_SPECIAL), show_progress=False
+    )
+    tok.train_from_iterator(stdlib_corpus(max(1 << 20, 256 * dims.vocab)), trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.save(str(out_dir / "tokenizer.json"))
+    write_json(
+        out_dir / "tokenizer_config.json",
+        {
+            "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
+            "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": dims.max_positions,
+        },
+    )  # fmt: skip
+    positions = dims.max_positions + 2  # RoBERTa's positions start past the padding id
+    config = bert_config(dims)
+    config.update(
+        architectures=["XLMRobertaForSequenceClassification"], model_type="xlm_roberta",
+        max_position_embeddings=positions, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        type_vocab_size=1, layer_norm_eps=1e-5, id2label={"0": "LABEL_0"},
+        label2id={"LABEL_0": 0},
+    )  # fmt: skip
+    write_json(out_dir / "config.json", config)
+    weights = {
+        "roberta." + k: v
+        for k, v in bert_weights(replace(dims, max_positions=positions)).items()
+        if not k.startswith("pooler.")
+    }
+    weights["roberta.embeddings.token_type_embeddings.weight"] = _tensor(
+        "token_type", (1, dims.hidden), "normal"
+    )
+    h = dims.hidden
+    weights["classifier.dense.weight"] = _tensor("classifier.dense.weight", (h, h), "linear")
+    weights["classifier.dense.bias"] = np.zeros((h,), dtype=np.float32)
+    weights["classifier.out_proj.weight"] = _tensor("classifier.out_proj", (1, h), "normal")
+    weights["classifier.out_proj.bias"] = np.full((1,), -0.1, dtype=np.float32)
+    save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return sum(w.size for w in weights.values())

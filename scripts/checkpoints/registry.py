@@ -154,6 +154,30 @@ ARCHS: Mapping[str, Arch] = {
         sizes=embedding.QWEN3_EMBEDDING_SIZES,
         build=embedding.build_qwen3_embedding,
     ),
+    # Rerankers: a BERT cross-encoder (sequence classification, one label) for the
+    # mlx-embeddings encoder, and a Qwen3-Reranker-style LLM reranker (a plain qwen3 causal LM
+    # whose directory name says "reranker", scored by its yes/no logits on mlx-lm).
+    "bert_cross_encoder": Arch(
+        QWEN2,  # unused: the build trains a WordPiece tokenizer
+        lambda dims, tid: embedding.bert_config(dims),
+        lambda tid: {},
+        sizes=embedding.CROSS_ENCODER_SIZES,
+        build=embedding.build_cross_encoder,
+    ),
+    "xlm_roberta_cross_encoder": Arch(
+        QWEN2,  # unused: the build trains its tokenizer
+        lambda dims, tid: embedding.bert_config(dims),
+        lambda tid: {},
+        sizes={"tiny": embedding.CROSS_ENCODER_SIZES["tiny"]},
+        build=embedding.build_xlm_roberta_cross_encoder,
+    ),
+    "qwen3_reranker": Arch(
+        QWEN2,
+        text.qwen3_config,
+        text.qwen3_generation_config,
+        sizes={"tiny": text.SIZES["tiny"]},
+        build=text.build_text_decoder,
+    ),
 }
 
 

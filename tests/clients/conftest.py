@@ -2,7 +2,9 @@
 
 The server serves the `qwen3_scripted` checkpoint (scripts/checkpoints/scripted.py): it thinks
 `THINKING`, answers `ANSWER` and ends its turn, calls the `llm_time` tool in auto mode when a
-request bans <think>, answers after a tool result, and takes long prompts fast. Every test
+request bans <think>, answers after a tool result, and takes long prompts fast. Next to it,
+`--embedding-model` serves the tiny BERT sentence encoder (`bert` / `tiny`) for the clients'
+embedding calls. Every test
 module here is marked `clients` (deselect the tier with `-m "not clients"`). The clients are
 installed (pinned) by tests/support/clients.py; a test skips only when its client cannot be
 installed.
@@ -34,15 +36,23 @@ def scripted_checkpoint() -> Path:
 
 
 @pytest.fixture(scope="session")
-def client_server(tmp_path_factory, scripted_checkpoint) -> ClientServer:
+def embedding_checkpoint() -> Path:
+    return ensure_checkpoint("bert", "tiny")
+
+
+@pytest.fixture(scope="session")
+def client_server(tmp_path_factory, scripted_checkpoint, embedding_checkpoint) -> ClientServer:
     log = tmp_path_factory.mktemp("logs") / "clients-server.log"
-    process = ServerProcess([str(scripted_checkpoint)], log, api_key=API_KEY)
+    argv = [str(scripted_checkpoint), "--embedding-model", str(embedding_checkpoint)]
+    process = ServerProcess(argv, log, api_key=API_KEY)
     try:
         process.wait_healthy()
         models = httpx.get(f"{process.url}/v1/models", headers=process.headers, timeout=10)
         models.raise_for_status()
-        model = models.json()["data"][0]["id"]
-        yield ClientServer(process, scripted_checkpoint, model)
+        cards = models.json()["data"]
+        model = cards[0]["id"]
+        embedder = next(c["id"] for c in cards if "embed" in c.get("capabilities", []))
+        yield ClientServer(process, scripted_checkpoint, model, embedder, embedding_checkpoint)
     finally:
         process.stop()
 
@@ -61,3 +71,14 @@ def python_clients() -> PythonClients:
         return ensure_python_clients(FIXTURE_INSTALL_TIMEOUT)
     except NotInstalled as exc:
         pytest.skip(f"the Python clients could not be installed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def direct_embeddings(embedding_checkpoint):
+    """texts -> the embedding checkpoint's vectors computed directly with mlx-embeddings (mean
+    pooled and normalised, as its sentence-transformers config says)."""
+    import numpy as np
+    from mlx_embeddings.utils import generate, load
+
+    model, tokenizer = load(str(embedding_checkpoint))
+    return lambda texts: np.array(generate(model, tokenizer, texts).text_embeds)

@@ -1,4 +1,5 @@
-"""LangChain's ChatOpenAI and ChatAnthropic: invoke, stream, bind_tools, with_structured_output."""
+"""LangChain's ChatOpenAI and ChatAnthropic: invoke, stream, bind_tools, with_structured_output;
+OpenAIEmbeddings against the embedding model served next to the chat model."""
 
 from __future__ import annotations
 
@@ -45,3 +46,17 @@ def test_with_structured_output(results, client_server, provider):
     result = case_result(results, f"{provider}-structured", client_server)
     assert result["type"] == "Person"
     assert set(result["value"]) == {"name", "age"}
+
+
+def test_openai_embeddings_documents_and_query_equal_direct_mlx_embeddings(
+    results, client_server, direct_embeddings
+):
+    import numpy as np
+
+    result = case_result(results, "openai-embeddings", client_server)
+    direct = direct_embeddings(result["texts"])
+    documents = np.array(result["documents"])
+    query = np.array(result["query"])
+    assert documents.shape == direct.shape
+    assert (documents * direct).sum(-1).min() >= 0.9999  # unit vectors: the cosine
+    assert float(query @ direct[0]) >= 0.9999

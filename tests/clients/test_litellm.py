@@ -1,4 +1,5 @@
-"""LiteLLM (`openai/` and `anthropic/` providers): a plain, a streamed and a tool-using call."""
+"""LiteLLM (`openai/` and `anthropic/` providers): a plain, a streamed and a tool-using call;
+`litellm.embedding` against the embedding model served next to the chat model."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def test_forced_tool_call_and_answer_from_its_result(results, client_server, pro
     assert call["name"] == "get_weather"
     assert set(json.loads(call["arguments"])) == {"city"}
     assert result["answer"] == ANSWER
+
+
+def test_embedding_vectors_equal_direct_mlx_embeddings_in_order(
+    results, client_server, direct_embeddings
+):
+    import numpy as np
+
+    result = case_result(results, "openai-embedding", client_server)
+    assert result["indices"] == [0, 1] and result["prompt_tokens"] > 0
+    vectors = np.array(result["vectors"])
+    assert (vectors * direct_embeddings(result["texts"])).sum(-1).min() >= 0.9999

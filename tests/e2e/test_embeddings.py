@@ -160,7 +160,11 @@ def test_a_decoder_embedder_next_to_chat_equals_direct_mlx_lm_last_token(
     with pytest.raises(openai.BadRequestError, match="does not make embeddings"):
         client.embeddings.create(model=model_name(qwen3_path), input="hi")
     ids = [(m.id, m.model_extra["capabilities"]) for m in client.models.list().data]
-    assert ids == [(model_name(qwen3_path), ["chat", "complete"]), (model_name(decoder), ["embed"])]
+    # The embedder also reranks (by cosine: no reranker is served).
+    assert ids == [
+        (model_name(qwen3_path), ["chat", "complete"]),
+        (model_name(decoder), ["embed", "rerank", "score"]),
+    ]
 
 
 @pytest.mark.real_weights

@@ -109,7 +109,7 @@ def test_a_crash_loop_never_leaves_the_server_dead(start_server, qwen3_path):
     for kill in range(1, 7):
         pid = server.worker_pid()
         os.kill(pid, signal.SIGKILL)
-        body = _wait_for(lambda: (b := server.health().json()).get("restarts") == kill and b)
+        body = _wait_for(lambda k=kill: (b := server.health().json()).get("restarts") == k and b)
         if body["status"] != "ok":  # still coming back (it may already be, on a fast machine)
             assert body["status"] == "restarting" and "SIGKILL" in body["last_exit"], body
         health = server.wait_healthy(timeout=120)

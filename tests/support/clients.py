@@ -79,11 +79,14 @@ class PythonClients:
 
 @dataclass(frozen=True)
 class ClientServer:
-    """The server the clients talk to: its process, checkpoint and served model id."""
+    """The server the clients talk to: its process, checkpoint and served model id, and the
+    embedding model served next to it (its id and checkpoint)."""
 
     process: ServerProcess
     checkpoint: Path
     model: str
+    embedding_model: str = ""
+    embedding_checkpoint: Path | None = None
 
     @property
     def url(self) -> str:
@@ -95,7 +98,10 @@ class ClientServer:
 
     def driver_env(self) -> dict[str, str]:
         """What the drivers (tests/clients/drivers/) read the server from."""
-        return {"VOMLX_URL": self.url, "VOMLX_API_KEY": self.api_key, "VOMLX_MODEL": self.model}
+        return {
+            "VOMLX_URL": self.url, "VOMLX_API_KEY": self.api_key, "VOMLX_MODEL": self.model,
+            "VOMLX_EMBEDDING_MODEL": self.embedding_model,
+        }  # fmt: skip
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.process.log()[-chars:]

@@ -17,7 +17,14 @@ from gateway.engine.errors import EngineUnavailable
 from gateway.engine.request_stream import RequestStream
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Usage
-from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import (
+    Capability,
+    EmbeddingInfo,
+    ScoreInfo,
+    SpeechInfo,
+    TextInfo,
+    TranscriptionInfo,
+)
 
 HANG = object()
 
@@ -55,10 +62,11 @@ def ready(
     speech: SpeechInfo | None = None,
     transcription: TranscriptionInfo | None = None,
     embedding: EmbeddingInfo | None = None,
+    score: ScoreInfo | None = None,
 ) -> Ready:
     """The Ready of a worker with these capabilities (and sections)."""
     caps = list(capabilities)
-    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding)
+    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding, score)
 
 
 def config(**overrides: Any) -> ServerConfig:

@@ -15,6 +15,7 @@ from protocol.inputs import (
     JsonSchema,
     Op,
     SamplingParams,
+    ScoreInputs,
     SpeechInputs,
     TranscribeInputs,
 )
@@ -42,6 +43,7 @@ from protocol.messages import (
 from protocol.ready import (
     Capability,
     EmbeddingInfo,
+    ScoreInfo,
     SpeechInfo,
     TextInfo,
     TranscriptionInfo,
@@ -55,7 +57,7 @@ PINNED_FIELDS = {
     ControlCall: ("call_id", "method", "chat"),
     Ready: (
         "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
-        "transcription", "embedding",
+        "transcription", "embedding", "score",
     ),
     Step: ("deltas",),
     ControlReply: ("call_id", "ok", "result", "error"),
@@ -81,6 +83,7 @@ PINNED_FIELDS = {
         "audio", "filename", "language", "prompt", "temperature", "task", "timestamps",
     ),
     EmbedInputs: ("input", "dimensions", "truncate"),
+    ScoreInputs: ("queries", "documents", "truncate"),
     TextInfo: ("max_context", "batching"),
     Voice: ("name", "language"),
     SpeechInfo: (
@@ -93,10 +96,14 @@ PINNED_FIELDS = {
         "max_input_tokens", "max_inputs", "max_total_tokens", "matryoshka",
         "matryoshka_dimensions",
     ),
+    ScoreInfo: (
+        "model_path", "method", "model_type", "max_input_tokens", "max_documents",
+        "max_total_tokens",
+    ),
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
-        "stop_sequence", "embeddings",
+        "stop_sequence", "embeddings", "scores",
     ),
     Segment: (
         "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
@@ -112,25 +119,25 @@ PINNED_TAGS = {
     Submit: 1, Abort: 2, ControlCall: 3,
     Ready: 16, Step: 17, ControlReply: 18, Heartbeat: 19, Fatal: 20,
     ChatInputs: "chat", CompleteInputs: "complete", SpeechInputs: "speech",
-    TranscribeInputs: "transcribe", EmbedInputs: "embed",
+    TranscribeInputs: "transcribe", EmbedInputs: "embed", ScoreInputs: "score",
     JsonObject: "json_object", JsonSchema: "json_schema",
 }  # fmt: skip
 
 PINNED_VALUES = {
-    Op: ["chat", "complete", "speech", "transcribe", "embed"],
+    Op: ["chat", "complete", "speech", "transcribe", "embed", "score"],
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
     ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
                 "context_length_exceeded"],
     ControlMethod: ["stats", "shutdown", "count_tokens"],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
-        "embed",
+        "embed", "rerank", "score",
     ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 8
+    assert PROTOCOL_VERSION == 9
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -197,10 +204,10 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", []],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], []],
             ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
                  None, b"", 0,
-             [], "", "", []],
+             [], "", "", [], []],
         ],
     ]  # fmt: skip
 
@@ -265,6 +272,7 @@ EMBEDDING = EmbeddingInfo(
         Submit("u", TranscribeInputs(b"RIFF", "a.wav", "en", timestamps=["word"]), False),
         Submit("v", EmbedInputs(["a", [1, 2]]), False),
         Submit("w", EmbedInputs(["a"], dimensions=8, truncate=-1), False),
+        Submit("x", ScoreInputs(["q"], ["a", "b"], truncate=16), False),
         Abort(["a", "b"]),
         ControlCall(3, ControlMethod.STATS),
         ControlCall(4, ControlMethod.COUNT_TOKENS, ChatInputs([], SamplingParams(1))),
@@ -281,6 +289,15 @@ EMBEDDING = EmbeddingInfo(
         Ready(PROTOCOL_VERSION, 7, "/e", [Capability.EMBED], 8, None, embedding=EMBEDDING),
         Step([Delta("a", "x", [1], FinishReason.LENGTH, Usage(2, 1, cached_tokens=1))]),
         Step([Delta("e", finish_reason=FinishReason.STOP, embeddings=[b"\0\0\x80?"] * 2)]),
+        Ready(
+            PROTOCOL_VERSION,
+            7,
+            "/r",
+            [Capability.RERANK, Capability.SCORE],
+            8,
+            score=ScoreInfo("/r", "cross-encoder", "bert", 512, 2048, 300000),
+        ),
+        Step([Delta("x", finish_reason=FinishReason.STOP, scores=[0.25, -1.5])]),
         Step(
             [
                 Delta("t", audio=b"\x00\x01" * 4, sample_rate=24000),

@@ -29,6 +29,11 @@ def _positive(text: str) -> int:
 def add_embedding_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--embedding-model", help="an embedding checkpoint served next to the main model")
+    add(
+        "--rerank-model",
+        help="a reranker served next to the main model: a cross-encoder, or a causal LM "
+        "scored by its yes/no answer (an LLM reranker, Qwen3-Reranker style)",
+    )
     add("--max-embedding-inputs", type=_positive, default=DEFAULT_MAX_INPUTS)
     add("--max-embedding-tokens", type=_positive, default=DEFAULT_MAX_TOKENS)
     add(

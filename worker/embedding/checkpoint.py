@@ -184,3 +184,89 @@ def _max_input_tokens(root: Path, config: dict[str, Any]) -> int:
     if not limits:
         raise CheckpointError("config.json gives no max_position_embeddings (the longest input)")
     return min(limits)
+
+
+# -- rerankers -----------------------------------------------------------------------------
+
+CROSS_ENCODER, LLM_RERANKER, EMBEDDING_COSINE = "cross-encoder", "llm-yes-no", "embedding-cosine"
+# Cross-encoders whose encoder mlx-embeddings has, and the prefix of their weights' names in a
+# transformers *ForSequenceClassification checkpoint (its base_model_prefix).
+CROSS_ENCODER_TYPES = {"bert": "bert", "xlm_roberta": "roberta"}
+ACTIVATIONS = ("sigmoid", "identity")
+
+
+@dataclass(frozen=True)
+class RerankCheckpoint:
+    path: str
+    model_type: str
+    method: str  # CROSS_ENCODER or LLM_RERANKER
+    max_input_tokens: int  # tokens of one pair, special tokens (and the template) included
+    activation: str = "identity"  # a cross-encoder's, applied to its logit (ACTIVATIONS)
+
+
+def reranker_method(path: str | Path) -> str | None:
+    """CROSS_ENCODER for a `*ForSequenceClassification` checkpoint of an encoder, LLM_RERANKER
+    for an mlx-lm decoder whose path names it a reranker (Qwen3-Reranker-0.6B, ...: their
+    config.json is a plain causal LM), None otherwise."""
+    config = read_json(Path(path) / "config.json")
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        return None
+    architectures = config.get("architectures") or []
+    if any(str(a).endswith("ForSequenceClassification") for a in architectures):
+        return CROSS_ENCODER if config["model_type"] in CROSS_ENCODER_TYPES else None
+    if "reranker" in str(path).lower() and library_has("mlx_lm", config["model_type"]):
+        return LLM_RERANKER
+    return None
+
+
+def read_reranker(path: str | Path, method: str | None = None) -> RerankCheckpoint:
+    """The reranker at `path` (`method` forces LLM_RERANKER for a decoder whatever its name);
+    CheckpointError naming the problem."""
+    root = Path(path)
+    config = read_json(root / "config.json")
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise CheckpointError(f"{root}: no config.json with a model_type")
+    model_type = config["model_type"]
+    found = reranker_method(path)
+    if found is None and method == LLM_RERANKER and library_has("mlx_lm", model_type):
+        found = LLM_RERANKER
+    if found is None:
+        raise CheckpointError(
+            f"{root} is not a reranker: neither a sequence-classification checkpoint of "
+            f"{' / '.join(CROSS_ENCODER_TYPES)} nor an mlx-lm decoder (an LLM reranker)"
+        )
+    if found == LLM_RERANKER:
+        positions = config.get("max_position_embeddings")
+        if not isinstance(positions, int) or positions < 1:
+            raise CheckpointError("config.json gives no max_position_embeddings")
+        return RerankCheckpoint(str(path), model_type, LLM_RERANKER, positions)
+    if not library_has("mlx_embeddings", model_type):
+        raise CheckpointError(f"{root} is a cross-encoder: install the [embed] extra")
+    labels = config.get("id2label")
+    num_labels = len(labels) if isinstance(labels, dict) else int(config.get("num_labels") or 1)
+    if num_labels != 1:
+        raise CheckpointError(
+            f"{root}: a cross-encoder with {num_labels} labels; a reranker has one (its logit)"
+        )
+    return RerankCheckpoint(
+        str(path), model_type, CROSS_ENCODER, _max_input_tokens(root, config),
+        cross_encoder_activation(config),
+    )  # fmt: skip
+
+
+def cross_encoder_activation(config: dict[str, Any]) -> str:
+    """What sentence-transformers' CrossEncoder applies to a one-label logit: the activation
+    the checkpoint names (`sentence_transformers.activation_fn`, or the older
+    `sbert_ce_default_activation_function`), else Sigmoid."""
+    st = config.get("sentence_transformers")
+    named = st.get("activation_fn") if isinstance(st, dict) else None
+    named = named or config.get("sbert_ce_default_activation_function")
+    if not named:
+        return "sigmoid"
+    short = str(named).rsplit(".", 1)[-1].lower()
+    if short not in ACTIVATIONS:
+        raise CheckpointError(
+            f"config.json: the cross-encoder activation {named} is not applied by this server "
+            f"(it applies: Sigmoid, Identity)"
+        )
+    return short

@@ -4,15 +4,18 @@ input (by its index in `input`) or the limit it breaks.
 Texts are tokenized as sentence-transformers does (the model's special tokens added; with
 `truncate`, cut by the tokenizer, which keeps them); token-id lists are taken as they are and
 must be ids of the model's vocabulary. Limits (EmbeddingInfo): tokens of one input, inputs of
-one request, tokens of one request.
+one request, tokens of one request. A score request's pairs are checked here too (one query
+or one per document, at most max_inputs documents); rerankers tokenize them their own way
+(worker/embedding/rerankers.py), the embedding fallback as texts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.inputs import EmbedInputs
+from protocol.inputs import EmbedInputs, ScoreInputs
 from worker.runtime.errors import bad_request
 
 
@@ -34,30 +37,70 @@ def tokenize(inputs: EmbedInputs, tokenizer: Any, limits: Limits) -> list[list[i
             f"`input` has {len(items)} inputs; this server takes at most {limits.max_inputs} "
             "per request (--max-embedding-inputs)"
         )
-    keep = _kept_tokens(inputs.truncate, limits.max_input_tokens)
+    keep = kept_tokens(inputs.truncate, limits.max_input_tokens)
     rows = _encode_texts(items, tokenizer, keep)
     for index, row in enumerate(rows):
         if row is None:  # token ids
             row = rows[index] = _checked_ids(items[index], index, limits.vocab_size)
             if keep is not None:
                 row = rows[index] = row[:keep]
+    checked = check_rows(rows, limits, lambda i: f"input[{i}]")  # type: ignore[arg-type]
+    check_total(checked, limits, "input")
+    return checked
+
+
+def check_rows(
+    rows: list[list[int]], limits: Limits, name: Callable[[int], str]
+) -> list[list[int]]:
+    """Every row non-empty and within the model's length (a 400 naming `name(index)`)."""
+    for index, row in enumerate(rows):
         if not row:
-            raise bad_request(f"`input[{index}]` is empty: it has no tokens to embed")
+            raise bad_request(f"`{name(index)}` is empty: it has no tokens")
         if len(row) > limits.max_input_tokens:
             raise bad_request(
-                f"`input[{index}]` is {len(row)} tokens long; this model takes at most "
+                f"`{name(index)}` is {len(row)} tokens long; this model takes at most "
                 f"{limits.max_input_tokens} (or set truncate_prompt_tokens)"
             )
+    return rows
+
+
+def check_total(rows: list[list[int]], limits: Limits, field: str) -> None:
     total = sum(len(row) for row in rows)
     if total > limits.max_total_tokens:
         raise bad_request(
-            f"`input` is {total} tokens in all; this server takes at most "
+            f"`{field}` is {total} tokens in all; this server takes at most "
             f"{limits.max_total_tokens} per request (--max-embedding-tokens)"
         )
-    return rows  # type: ignore[return-value]
 
 
-def _kept_tokens(truncate: int | None, longest: int) -> int | None:
+def check_pairs(inputs: ScoreInputs, limits: Limits) -> list[tuple[str, str]]:
+    """The (query, document) pairs of a score request, in document order."""
+    queries, documents = inputs.queries, inputs.documents
+    if not documents:
+        raise bad_request("`documents` is empty: send at least one document")
+    if not queries:
+        raise bad_request("`query` is empty: send a query")
+    if len(queries) not in (1, len(documents)):
+        raise bad_request(
+            f"`queries` has {len(queries)} texts and `documents` {len(documents)}: send one "
+            "query, or one per document"
+        )
+    if len(documents) > limits.max_inputs:
+        raise bad_request(
+            f"`documents` has {len(documents)} documents; this server takes at most "
+            f"{limits.max_inputs} per request (--max-embedding-inputs)"
+        )
+    return [(queries[i if len(queries) > 1 else 0], d) for i, d in enumerate(documents)]
+
+
+def encode_texts(
+    texts: list[str], tokenizer: Any, truncate: int | None, longest: int
+) -> list[list[int]]:
+    """Texts' rows with the model's special tokens, cut as `truncate` says (EmbedInputs)."""
+    return _encode_texts(texts, tokenizer, kept_tokens(truncate, longest))  # type: ignore[return-value]
+
+
+def kept_tokens(truncate: int | None, longest: int) -> int | None:
     if truncate is None:
         return None
     if truncate == -1:

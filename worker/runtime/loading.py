@@ -10,7 +10,12 @@ speech engine next to the main one, in the same worker and on the same MLX threa
 insists that the main model is a speech model (a clear error otherwise). An embedding
 checkpoint (a sentence-transformers folder, or a text encoder such as BERT:
 worker/embedding/checkpoint.py) as the main model gets the embedding engine alone;
-`--embedding-model` adds one next to the main model. Everything here runs on the MLX thread.
+`--embedding-model` adds one next to the main model. A reranker (worker/embedding/checkpoint.py
+`reranker_method`: a `*ForSequenceClassification` encoder, or an mlx-lm decoder whose path names
+it a reranker) as the main model gets the rerank engine alone; `--rerank-model` adds one (any
+causal LM given there is taken as an LLM reranker). Without a reranker, an embedding engine
+scores pairs itself by cosine (the fallback, ScoreInfo.method "embedding-cosine").
+Everything here runs on the MLX thread.
 """
 
 from __future__ import annotations
@@ -21,11 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TextInfo, TranscriptionInfo
+from protocol.ready import (
+    Capability,
+    EmbeddingInfo,
+    ScoreInfo,
+    SpeechInfo,
+    TextInfo,
+    TranscriptionInfo,
+)
 from worker.embedding.args import add_embedding_arguments, embedding_settings
-from worker.embedding.checkpoint import is_embedding_checkpoint
+from worker.embedding.checkpoint import LLM_RERANKER, is_embedding_checkpoint, reranker_method
 
 TEXT, VISION, SPEECH_OUT, SPEECH_IN, EMBED = "text", "vision", "tts", "stt", "embed"
+RERANK = "rerank"
 BACKENDS = ("auto", "text", "omni")
 _EXTRA = {SPEECH_OUT: "tts", SPEECH_IN: "audio"}
 
@@ -73,7 +86,7 @@ def model_kind(path: str) -> str:
 
 
 def main_model_kind(path: str, backend: str = "auto") -> str:
-    """TEXT, VISION, SPEECH_OUT, SPEECH_IN or EMBED for the main model under `--backend`;
+    """TEXT, VISION, SPEECH_OUT, SPEECH_IN, EMBED or RERANK for the main model under `--backend`;
     raises ValueError (naming the fix) when the backend cannot serve it."""
     from worker.vision.model import (
         OMNI_EXTRA_HINT,
@@ -90,6 +103,8 @@ def main_model_kind(path: str, backend: str = "auto") -> str:
     if backend == "omni":
         vlm_model_type(path)  # raises naming the supported model types
         return VISION
+    if reranker_method(path) is not None:
+        return RERANK
     if is_embedding_checkpoint(path):
         return EMBED
     kind = model_kind(path)
@@ -112,6 +127,7 @@ class LoadedEngines:
     speech: SpeechInfo | None = None
     transcription: TranscriptionInfo | None = None
     embedding: EmbeddingInfo | None = None
+    score: ScoreInfo | None = None
     tokenizer: Any = None  # the text model's, for count_tokens (None without a text model)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -124,7 +140,7 @@ class LoadedEngines:
 def load_engines(args: argparse.Namespace) -> LoadedEngines:
     """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal)."""
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
-    if args.omni and kind in (TEXT, VISION, EMBED):
+    if args.omni and kind in (TEXT, VISION, EMBED, RERANK):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
     if kind == TEXT:
@@ -133,6 +149,8 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
         _add_vision(loaded, args)
     elif kind == EMBED:
         _add_embedding(loaded, args.model, args)
+    elif kind == RERANK:
+        _add_reranker(loaded, args.model, args)
     else:
         _add_speech(loaded, kind, args.model)
     for extra_kind, path in ((SPEECH_OUT, args.tts_model), (SPEECH_IN, args.asr_model)):
@@ -155,7 +173,39 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
                 "sentence-transformers folder, or a text encoder such as BERT)"
             )
         _add_embedding(loaded, embedding_model, args)
+    rerank_model = getattr(args, "rerank_model", None)
+    if rerank_model:
+        if kind == RERANK:
+            raise ValueError(f"--rerank-model: the main model {args.model} reranks already")
+        _add_reranker(loaded, rerank_model, args, LLM_RERANKER)
+    if loaded.score is None:
+        _score_by_embeddings(loaded)
     return loaded
+
+
+def _add_reranker(
+    loaded: LoadedEngines, path: str, args: argparse.Namespace, method: str | None = None
+) -> None:
+    from worker.embedding.engine import load_rerank_engine
+
+    engine = load_rerank_engine(path, embedding_settings(args), method)
+    loaded.engines.append(engine)
+    loaded.score = engine.ready_info()
+    loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
+
+
+def _score_by_embeddings(loaded: LoadedEngines) -> None:
+    """No reranker: the embedding engine, if any, scores pairs by cosine."""
+    from worker.embedding.engine import EmbeddingEngine
+
+    for engine in loaded.engines:
+        if isinstance(engine, EmbeddingEngine):
+            engine.enable_scoring()
+            loaded.score = engine.score_info()
+            loaded.capabilities += [
+                c for c in engine.capabilities() if c not in loaded.capabilities
+            ]
+            return
 
 
 def _add_embedding(loaded: LoadedEngines, path: str, args: argparse.Namespace) -> None:

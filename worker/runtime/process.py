@@ -132,6 +132,7 @@ def _serve(
             speech=loaded.speech,
             transcription=loaded.transcription,
             embedding=loaded.embedding,
+            score=loaded.score,
         )
     )
     sender.enable_heartbeats()

@@ -16,6 +16,8 @@ from typing import Any
 URL = os.environ["VOMLX_URL"]  # http://127.0.0.1:PORT
 API_KEY = os.environ["VOMLX_API_KEY"]
 MODEL = os.environ["VOMLX_MODEL"]
+EMBEDDING_MODEL = os.environ.get("VOMLX_EMBEDDING_MODEL", "")  # served next to MODEL
+EMBED_TEXTS = ["What is the capital of France?", "Paris is the capital of France."]
 PROMPT = "Say hello."
 WEATHER_PROMPT = "What is the weather in Paris?"
 TOOL_RESULT = "Sunny, 21 degrees."

@@ -1,14 +1,25 @@
 """LangChain's ChatOpenAI (Chat Completions) and ChatAnthropic (Messages) against the server:
 invoke, stream, bind_tools (a forced call, then its result back for the answer) and
-with_structured_output (a pydantic model)."""
+with_structured_output (a pydantic model); and OpenAIEmbeddings (embed_documents, embed_query)
+against the embedding model served next to the chat model."""
 
 from __future__ import annotations
 
-from driver_common import API_KEY, MODEL, PROMPT, TOOL_RESULT, URL, WEATHER_PROMPT, run
+from driver_common import (
+    API_KEY,
+    EMBED_TEXTS,
+    EMBEDDING_MODEL,
+    MODEL,
+    PROMPT,
+    TOOL_RESULT,
+    URL,
+    WEATHER_PROMPT,
+    run,
+)
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool as lc_tool
-from langchain_openai import ChatOpenAI
+from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 from pydantic import BaseModel
 
 
@@ -60,10 +71,27 @@ def structured(provider: str) -> dict:
     return {"type": type(person).__name__, "value": person.model_dump()}
 
 
+def embeddings() -> dict:
+    # check_embedding_ctx_length=False: else LangChain sends tiktoken's token ids (OpenAI's
+    # vocabulary), not the texts.
+    model = OpenAIEmbeddings(
+        model=EMBEDDING_MODEL, base_url=f"{URL}/v1", api_key=API_KEY,
+        check_embedding_ctx_length=False, max_retries=0, timeout=60,
+    )  # fmt: skip
+    return {
+        "texts": EMBED_TEXTS,
+        "documents": model.embed_documents(EMBED_TEXTS),
+        "query": model.embed_query(EMBED_TEXTS[0]),
+    }
+
+
 run(
     {
-        f"{provider}-{case.__name__}": (lambda p=provider, c=case: c(p))
-        for provider in ("openai", "anthropic")
-        for case in (invoke, stream, bind_tools, structured)
+        **{
+            f"{provider}-{case.__name__}": (lambda p=provider, c=case: c(p))
+            for provider in ("openai", "anthropic")
+            for case in (invoke, stream, bind_tools, structured)
+        },
+        "openai-embeddings": embeddings,
     }
 )

@@ -1,5 +1,6 @@
 """LiteLLM's `openai/` (Chat Completions) and `anthropic/` (Messages) providers against the server:
-a plain call, a streamed one, and a forced tool call whose result goes back for the answer."""
+a plain call, a streamed one, and a forced tool call whose result goes back for the answer; and
+`litellm.embedding` (`openai/`) against the embedding model served next to the chat model."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import litellm
 from driver_common import (
     API_KEY,
+    EMBED_TEXTS,
+    EMBEDDING_MODEL,
     MODEL,
     PROMPT,
     TOOL_RESULT,
@@ -72,10 +75,26 @@ def tool(provider: str) -> dict:
     return result
 
 
+def embedding() -> dict:
+    reply = litellm.embedding(
+        model=f"openai/{EMBEDDING_MODEL}", api_base=f"{URL}/v1", api_key=API_KEY,
+        input=EMBED_TEXTS, timeout=60,
+    )  # fmt: skip
+    return {
+        "texts": EMBED_TEXTS,
+        "vectors": [item["embedding"] for item in reply.data],
+        "indices": [item["index"] for item in reply.data],
+        "prompt_tokens": reply.usage.prompt_tokens,
+    }
+
+
 run(
     {
-        f"{provider}-{case.__name__}": (lambda p=provider, c=case: c(p))
-        for provider in PROVIDERS
-        for case in (plain, streamed, tool)
+        **{
+            f"{provider}-{case.__name__}": (lambda p=provider, c=case: c(p))
+            for provider in PROVIDERS
+            for case in (plain, streamed, tool)
+        },
+        "openai-embedding": embedding,
     }
 )

@@ -35,12 +35,10 @@ def main() -> None:
     """OpenAI-compatible model server for MLX: an HTTP gateway and an MLX worker process."""
 
 
-def resolve(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
-    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed.
-    Without MODEL: the embedded default (gateway/cli/default_models.py), whose speech models
-    fill `--tts-model` / `--asr-model` unless they were given."""
+def serve_model(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
+    """`resolve(MODEL)`, or without MODEL the embedded default (gateway/cli/default_models.py),
+    whose speech models fill `--tts-model` / `--asr-model` unless they were given."""
     from gateway.cli import default_models
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
 
     if model is None:
         echo = partial(click.echo, err=True)
@@ -52,6 +50,13 @@ def resolve(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
         options["asr_model"] = options["asr_model"] or defaults.asr
         options["tts_model"] = options["tts_model"] or defaults.tts
         return defaults.chat, defaults.name
+    return resolve(model)
+
+
+def resolve(model: str) -> tuple[str, str]:
+    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed."""
+    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+
     try:
         resolved = resolve_model(model)
     except (ModelNotFound, ModelDownloadFailed) as exc:
@@ -253,7 +258,7 @@ def serve(model: str | None, **options: Any) -> None:
         level=options["log_level"].upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    path, default_name = resolve(model, options)
+    path, default_name = serve_model(model, options)
     config = ServerConfig(
         model=path,
         served_model_name=options["served_model_name"] or default_name,

@@ -104,6 +104,8 @@ def test_serve_without_model_serves_the_embedded_default_with_its_speech_models(
     config = no_serving[0].config
     assert (config.model, config.served_model_name) == (str(chat), "SmolLM2-135M-Instruct")
     assert (config.asr_model, config.tts_model) == (str(asr), str(tts))
+    if sys.platform.startswith("linux") and default_models.default_dtype() is None:
+        assert config.dtype == "float32"  # Whisper on BLAS, not mlx-audio's float16
     result = CliRunner().invoke(cli.main, ["serve", "--asr-model", str(tts)])
     assert no_serving[1].config.asr_model == str(tts)  # a flag given wins over the default
 

@@ -152,7 +152,7 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
     elif kind == RERANK:
         _add_reranker(loaded, args.model, args)
     else:
-        _add_speech(loaded, kind, args.model)
+        _add_speech(loaded, kind, args.model, args.dtype)
     for extra_kind, path in ((SPEECH_OUT, args.tts_model), (SPEECH_IN, args.asr_model)):
         if path:
             found = model_kind(path)
@@ -162,7 +162,7 @@ def load_engines(args: argparse.Namespace) -> LoadedEngines:
                     f"{'TTS' if extra_kind == SPEECH_OUT else 'speech-recognition'} checkpoint "
                     f"(install the [{_EXTRA[extra_kind]}] extra if it is one)"
                 )
-            _add_speech(loaded, extra_kind, path)
+            _add_speech(loaded, extra_kind, path, args.dtype)
     embedding_model = getattr(args, "embedding_model", None)
     if embedding_model:
         if kind == EMBED:
@@ -268,7 +268,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     loaded.model = vm.model
 
 
-def _add_speech(loaded: LoadedEngines, kind: str, path: str) -> None:
+def _add_speech(loaded: LoadedEngines, kind: str, path: str, dtype: str = "auto") -> None:
     if kind == SPEECH_OUT:
         from worker.speech.engine import load_tts_engine
 
@@ -277,7 +277,7 @@ def _add_speech(loaded: LoadedEngines, kind: str, path: str) -> None:
     else:
         from worker.transcription.engine import load_stt_engine
 
-        engine = load_stt_engine(path)
+        engine = load_stt_engine(path, dtype)  # --dtype float32: Whisper in float32
         loaded.transcription = engine.ready_info()
     loaded.engines.append(engine)
     loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]

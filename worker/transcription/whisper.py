@@ -50,6 +50,21 @@ class WhisperOptions:
     word_timestamps: bool
 
 
+def build_in_float32(model: Any, path: str) -> None:
+    """A Whisper `mlx_audio.stt.load(path, lazy=True)` built as `Model(dims, mx.float32)`
+    would be: the stored weights cast to float32 (not through mlx-audio's float16), the
+    encoder's sinusoids too, and `dtype` (which the mel is cast to and decoding reads) set.
+    Call before the weights are evaluated, so the float16 copies are never made."""
+    from pathlib import Path
+
+    from mlx_audio.utils import load_weights
+
+    model.dtype = mx.float32
+    model.load_weights(list(model.sanitize(load_weights(Path(path))).items()))
+    encoder = model.encoder
+    encoder._positional_embedding = encoder._positional_embedding.astype(mx.float32)
+
+
 def whisper_language(model: Any, value: str | None) -> str | None:
     """The Whisper code for a requested language (code or English name), or a RequestError."""
     if value is None:
@@ -125,6 +140,7 @@ class WhisperRun:
             "without_timestamps": False,
             "language": self.language,
             "task": options.task,
+            "fp16": model.dtype == mx.float16,  # float32: build_in_float32
         }
         self._tokenizer = model.get_tokenizer(language=self.language, task=options.task)
         if options.initial_prompt is not None:

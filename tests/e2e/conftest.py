@@ -42,8 +42,9 @@ def start_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def default_server(start_server, qwen3_path) -> ServerProcess:
-    """`serve` with no MODEL: the embedded default (the tiny qwen3 the builder caches)."""
-    return start_server(name="default")
+    """The tiny random-weight qwen3 most end-to-end tests compare with direct mlx-lm (`serve`
+    with no MODEL serves the real embedded default: tests/weights/test_embedded_default.py)."""
+    return start_server(qwen3_path, name="default")
 
 
 @pytest.fixture(scope="session")

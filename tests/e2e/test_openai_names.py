@@ -70,6 +70,14 @@ def _use(client, capability: str, model: str, wav) -> None:
         assert _speech(client, model, "alloy")
     elif capability == "embed":
         assert len(client.embeddings.create(model=model, input=["Hi", "there"]).data) == 2
+    elif capability in ("rerank", "score"):
+        body = (
+            {"model": model, "query": "Hi", "documents": ["Hello", "Bye"]}
+            if capability == "rerank"
+            else {"model": model, "text_1": "Hi", "text_2": ["Hello", "Bye"]}
+        )
+        answer = client.post(f"/{capability}", body=body, cast_to=httpx.Response).json()
+        assert len(answer["results" if capability == "rerank" else "data"]) == 2
     elif capability in ("transcribe", "translate"):
         create = client.audio.transcriptions.create
         if capability == "translate":

@@ -45,6 +45,13 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", help="an encoder checkpoint [default: the tiny BERT]")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--blas",
+        choices=["bundled", "openblas"],
+        default="bundled",
+        help="the server's BLAS; for openblas start this process with LD_PRELOAD of the same "
+        "library, so the direct side matches",
+    )
     p.add_argument("--batches", default="1,32,256", help="inputs per request, comma-separated")
     p.add_argument("--tokens", type=int, default=64, help="tokens of each input (about)")
     p.add_argument("--inputs", type=int, default=256, help="inputs per measurement (>= batch)")
@@ -102,9 +109,9 @@ def main() -> int:
     else:
         log_dir = Path(tempfile.mkdtemp(prefix="bench-embeddings-"))
         port = free_port()
-        server = ours(path, port, "bundled", log_dir, 8)
+        server = ours(path, port, args.blas, log_dir, 8)
         server.command += args.server_arg
-        server.start(side_env("bundled"), port)
+        server.start(side_env(args.blas), port)
         server.wait_ready()
         url = server.url
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}

@@ -68,7 +68,7 @@ def convert_ct2_whisper(
         out / "generation_config.json",
         whisper_layout.generation_config(shape, ids, ct2_config),
     )
-    write_json(out / "preprocessor_config.json", whisper_layout.preprocessor_config(shape))
+    write_json(out / "preprocessor_config.json", whisper_layout.preprocessor_config(shape.n_mels))
     tok.save(str(out / "tokenizer.json"))
     for name, data in whisper_tokenizer.tokenizer_files(tok).items():
         write_json(out / name, data)

@@ -274,12 +274,13 @@ def generation_config(
     return config
 
 
-def preprocessor_config(shape: WhisperDims) -> dict[str, Any]:
-    """preprocessor_config.json: Whisper's log-mel feature extractor (30 s windows)."""
+def preprocessor_config(n_mels: int) -> dict[str, Any]:
+    """preprocessor_config.json: Whisper's log-mel feature extractor (30 s windows) over
+    `n_mels` mel bins."""
     return {
         "chunk_length": 30,
         "feature_extractor_type": "WhisperFeatureExtractor",
-        "feature_size": shape.n_mels,
+        "feature_size": n_mels,
         "hop_length": 160,
         "n_fft": 400,
         "n_samples": 480000,

@@ -31,6 +31,7 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from convert.whisper_layout import preprocessor_config
 from scripts.checkpoints.tokenizer import TokenizerSpec, stdlib_corpus, write_json
 
 SEED = 0
@@ -228,20 +229,7 @@ def _special_ids() -> dict[str, int]:
     return {token: BPE_VOCAB + i for i, token in enumerate(special_tokens())}
 
 
-PREPROCESSOR_CONFIG = {
-    "chunk_length": 30,
-    "feature_extractor_type": "WhisperFeatureExtractor",
-    "feature_size": N_MELS,
-    "hop_length": 160,
-    "n_fft": 400,
-    "n_samples": 480000,
-    "nb_max_frames": 3000,
-    "padding_side": "right",
-    "padding_value": 0.0,
-    "processor_class": "WhisperProcessor",
-    "return_attention_mask": False,
-    "sampling_rate": 16000,
-}
+PREPROCESSOR_CONFIG = preprocessor_config(N_MELS)  # what the converter writes, too
 
 
 def _tokenizer_config(tok: Tokenizer, dims: WhisperDims) -> dict[str, Any]:

@@ -16,9 +16,11 @@ from starlette.middleware import Middleware
 
 from gateway.config import ServerConfig
 from gateway.engine.protocol import EngineClient
+from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import APIKeyMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.request_id import RequestIdMiddleware
+from gateway.metrics import Metrics
 from gateway.playground.page import assets as playground_assets
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
@@ -39,6 +41,7 @@ def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
         routes=[*ROUTES, playground_assets()],
         middleware=[
             Middleware(RequestIdMiddleware),
+            Middleware(AccessLogMiddleware, log_polls=config.log_polls),
             Middleware(APIKeyMiddleware, api_key=config.api_key),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -46,6 +49,7 @@ def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
     )
     app.state.config = config
     app.state.engine = engine
+    app.state.metrics = Metrics(engine)  # GET /metrics; observes the engine's requests
     app.state.model_created = int(time.time())  # reset by each model swap
     app.state.responses = ResponseStore()  # previous_response_id and GET /v1/responses/{id}
     return app

@@ -29,6 +29,8 @@ class ServerConfig:
     restart_window: float = 120.0
     restart_backoff_max: float = 30.0
     log_level: str = "info"
+    log_format: str = "text"  # text | json (protocol/log_format.py), gateway and worker alike
+    log_polls: bool = False  # access-log GET /health and /metrics too (monitors poll them)
     # Generation, passed to the worker as flags of the same names (worker/text/args.py).
     prefill_step_size: int = 2048  # prompt tokens per prefill chunk
     draft_model: str | None = None  # checkpoint directory: speculative decoding

@@ -31,7 +31,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 
 
 class Tag(IntEnum):
@@ -73,6 +73,8 @@ class ControlMethod(WireEnum):
     STATS = "stats"  # the worker's counters (ControlReply.result)
     SHUTDOWN = "shutdown"  # abort everything, reply, exit 0
     COUNT_TOKENS = "count_tokens"  # prompt tokens of ControlCall.chat: {"input_tokens": n}
+    TOKENIZE = "tokenize"  # ControlCall.tokenize: {"tokens": [...], "token_strs": [...] | None}
+    DETOKENIZE = "detokenize"  # ControlCall.detokenize: {"prompt": text}
 
 
 # -- gateway -> worker ---------------------------------------------------------------------
@@ -83,6 +85,9 @@ class Submit(WireStruct, tag=int(Tag.SUBMIT)):
     inputs: Inputs  # the operation is the inputs' type (tagged by Op)
     stream: bool  # the client streams (the worker sends every request's deltas as they come)
     deadline: float | None = None  # time.time() after which the worker aborts it
+    # The id of the HTTP request it serves (x-request-id; shared by the n choices of one
+    # request), named in the worker's log lines about it. request_id stays unique.
+    http_request_id: str | None = None
 
     @property
     def op(self) -> str:
@@ -93,10 +98,34 @@ class Abort(WireStruct, tag=int(Tag.ABORT)):
     request_ids: list[str]
 
 
+class TokenizeArgs(WireStruct):
+    """What the `tokenize` control call encodes (vLLM's /tokenize): `prompt` as a completion's
+    prompt is encoded, or else `chat` as a chat request's prompt is built (template, tools and
+    all), so an unchanged request's tokens are the ones it would be served with."""
+
+    prompt: str | None = None  # a completion's prompt text; None: tokenize `chat`
+    chat: ChatInputs | None = None
+    # The tokenizer's special tokens (BOS) on top of the text; None: vLLM's default, yes for
+    # a prompt (as a completion encodes it: none added to a text that starts with BOS), no
+    # for a chat (its template writes them).
+    add_special_tokens: bool | None = None
+    add_generation_prompt: bool = True  # chat: end with the assistant turn's header
+    continue_final_message: bool = False  # chat: leave the last message open (a prefill)
+    return_token_strs: bool = False  # also each token's string (convert_ids_to_tokens)
+
+
+class DetokenizeArgs(WireStruct):
+    """What the `detokenize` control call decodes: token ids of the text model's vocabulary."""
+
+    tokens: list[int]
+
+
 class ControlCall(WireStruct, tag=int(Tag.CONTROL_CALL)):
     call_id: int
     method: ControlMethod
     chat: ChatInputs | None = None  # count_tokens: the chat to count
+    tokenize: TokenizeArgs | None = None  # tokenize: what to encode
+    detokenize: DetokenizeArgs | None = None  # detokenize: the ids to decode
 
 
 # -- worker -> gateway ---------------------------------------------------------------------

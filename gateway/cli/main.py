@@ -8,7 +8,6 @@ spawned by the engine.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from gateway.cli.aliases import alias_config, alias_options
 from gateway.cli.embeddings import embedding_config, embedding_options
 from gateway.cli.speech import tts
 from gateway.config import ServerConfig
+from protocol.log_format import LOG_FORMATS, configure_logging
 
 DEFAULTS = ServerConfig(model="", served_model_name="")
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -239,6 +239,18 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
 )
+@click.option(
+    "--log-format",
+    default=DEFAULTS.log_format,
+    type=click.Choice(LOG_FORMATS),
+    show_default=True,
+    help="Log lines of the gateway and the worker: text, or one JSON object a line.",
+)
+@click.option(
+    "--log-polls",
+    is_flag=True,
+    help="Access-log GET /health and /metrics too (left out by default).",
+)
 @click.option("--omni", is_flag=True, help="MODEL is a speech model (TTS or recognition) alone.")
 @click.option(
     "--backend",
@@ -257,10 +269,10 @@ def serve(model: str | None, **options: Any) -> None:
 
     from gateway.app import create_app
     from gateway.engine.client import WorkerEngineClient
+    from gateway.http.request_id import RequestIdLogFilter
 
-    logging.basicConfig(
-        level=options["log_level"].upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    configure_logging(
+        options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
     )
     path, default_name = serve_model(model, options)
     config = ServerConfig(
@@ -280,6 +292,8 @@ def serve(model: str | None, **options: Any) -> None:
         max_body_bytes=int(options["max_body_mb"] * 2**20),
         sse_keepalive=options["sse_keepalive"],
         log_level=options["log_level"],
+        log_format=options["log_format"],
+        log_polls=options["log_polls"],
         omni=options["omni"],
         backend=options["backend"],
         **alias_config(options),
@@ -294,6 +308,8 @@ def serve(model: str | None, **options: Any) -> None:
             host=config.host,
             port=config.port,
             log_level=config.log_level,
+            log_config=None,  # configure_logging's handler writes uvicorn's lines too
+            access_log=False,  # gateway/http/access_log.py writes the access log
             lifespan="on",
             # On SIGINT/SIGTERM open requests get the drain timeout, then are cancelled
             # (which aborts them); the lifespan then stops the engine and its worker.

@@ -33,16 +33,19 @@ from typing import Any
 from gateway.config import ServerConfig
 from gateway.engine.admission import Admission
 from gateway.engine.errors import EngineUnavailable, QueueFull, SwapFailed, WorkerRejected
+from gateway.engine.observer import EngineObserver
 from gateway.engine.open_requests import OpenRequests
 from gateway.engine.request_stream import RequestStream
 from gateway.engine.supervisor import Supervisor
 from gateway.engine.worker_channel import ControlCallFailed, ControlCallRejected, WorkerClient
 from gateway.engine.worker_process import WorkerCommand, default_worker_command
+from gateway.http.request_id import REQUEST_ID
 from protocol import Endpoints
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import (
     Abort,
     ControlMethod,
+    DetokenizeArgs,
     ErrorCode,
     Fatal,
     Heartbeat,
@@ -50,6 +53,7 @@ from protocol.messages import (
     Ready,
     Step,
     Submit,
+    TokenizeArgs,
 )
 
 __all__ = [
@@ -99,6 +103,7 @@ class WorkerEngineClient:
         self._client: WorkerClient | None = None
         self._dir: str | None = None
         self._requests = OpenRequests(self._admission, self._send_abort)
+        self._observer = self._requests.observer  # see observe()
         self._swap_lock = asyncio.Lock()
         self._swaps: set[asyncio.Task[dict[str, Any]]] = set()
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -157,6 +162,10 @@ class WorkerEngineClient:
             "max_queue": self._admission.max_queue,
         }
 
+    def observe(self, observer: EngineObserver) -> None:
+        """Report requests and worker events to `observer` (gateway/metrics keeps the counts)."""
+        self._observer = self._requests.observer = self._sup.observer = observer
+
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -186,22 +195,28 @@ class WorkerEngineClient:
     def request(
         self, inputs: Inputs, stream: bool, request_id: str | None = None
     ) -> RequestContext:
+        """A worker request (`request_id`: unique among open ones, default a new uuid). It
+        carries the HTTP request's id (x-request-id), which the worker's log lines name."""
         submit = Submit(request_id or uuid.uuid4().hex, inputs, stream)
+        submit.http_request_id = REQUEST_ID.get()
         return RequestContext(self, submit)
 
     async def _open_request(self, submit: Submit) -> RequestStream:
         rid = submit.request_id
         if rid in self._requests:
             raise ValueError(f"request id {rid!r} is already open")
-        deadline = time.monotonic() + self.config.queue_timeout
+        arrived = time.monotonic()
+        deadline = arrived + self.config.queue_timeout
         front = False
         while True:
             self._raise_if_down()
             try:
                 await self._admission.acquire(max(0.0, deadline - time.monotonic()), front)
             except QueueFull:
+                self._observer.rejected("queue_full")
                 raise
             except EngineUnavailable as exc:
+                self._observer.rejected("unavailable")
                 raise EngineUnavailable(
                     f"{exc.reason} (engine {self.state}: {self.reason})", RETRY_AFTER
                 ) from None
@@ -211,6 +226,7 @@ class WorkerEngineClient:
             self._admission.release()
             front = True
         stream = self._requests.add(rid)
+        self._observer.admitted(rid, str(submit.op), arrived)
         try:
             await self._deliver(submit, stream)
         except BaseException:
@@ -237,6 +253,7 @@ class WorkerEngineClient:
 
     def _raise_if_down(self) -> None:
         if self.state in ("failed", "stopped"):
+            self._observer.rejected("unavailable")
             raise EngineUnavailable(f"the engine is {self.state}: {self.reason}", None)
 
     # -- worker messages and supervisor callbacks ----------------------------------------
@@ -287,6 +304,29 @@ class WorkerEngineClient:
         except ControlCallFailed as exc:
             raise EngineUnavailable(f"count_tokens: {exc}", RETRY_AFTER) from None
         return int(result["input_tokens"])
+
+    async def tokenize(self, args: TokenizeArgs) -> tuple[list[int], list[str] | None]:
+        """(token ids, their strings if asked) of a prompt or a chat, as the worker builds it."""
+        result = await self._tokenizer_call(ControlMethod.TOKENIZE, tokenize=args)
+        strings = result.get("token_strs")
+        return [int(t) for t in result["tokens"]], None if strings is None else list(strings)
+
+    async def detokenize(self, tokens: list[int]) -> str:
+        """The text of token ids of the served text model."""
+        result = await self._tokenizer_call(
+            ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs(tokens)
+        )
+        return str(result["prompt"])
+
+    async def _tokenizer_call(self, method: ControlMethod, **args: Any) -> dict[str, Any]:
+        if self.state != "ready" or self._client is None:
+            raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
+        try:
+            return await self._client.call(method, None, COUNT_TOKENS_TIMEOUT, **args)
+        except ControlCallRejected as exc:
+            raise WorkerRejected(str(exc)) from None
+        except ControlCallFailed as exc:
+            raise EngineUnavailable(f"{method}: {exc}", RETRY_AFTER) from None
 
     async def swap(self, model_path: str, served_model_name: str | None = None) -> dict[str, Any]:
         """Serve `model_path` instead (as `served_model_name`, default: the directory name).

@@ -4,14 +4,17 @@ A request leaves this table exactly once: when its terminal delta arrives (from 
 made here because the worker died, the model is swapped or the server stops) or when its
 reader leaves early, whichever comes first. Leaving gives back the admission slot; leaving
 early also sends Abort. Deltas for request ids not in the table are stale and dropped.
+`observer` (gateway/engine/observer.py) sees each delta of an open request and its end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from gateway.engine.admission import Admission
+from gateway.engine.observer import NO_OBSERVER, EngineObserver
 from gateway.engine.request_stream import RequestStream
 from protocol.messages import Delta, ErrorInfo, FinishReason, Step
 
@@ -22,6 +25,7 @@ class OpenRequests:
         self._send_abort = send_abort
         self._streams: dict[str, RequestStream] = {}
         self._idle = asyncio.Event()
+        self.observer: EngineObserver = NO_OBSERVER
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -37,13 +41,17 @@ class OpenRequests:
 
     def close(self, request_id: str) -> None:
         """The reader is done with it: if it is still running at the worker, abort it there."""
-        if self._remove(request_id) is not None:
+        stream = self._remove(request_id)
+        if stream is not None:
             self._send_abort([request_id])
+            # A stream that cut its reader off has its own terminal delta (slow_reader).
+            self.observer.ended(request_id, stream.terminal, time.monotonic())
 
     def finish(self, delta: Delta) -> None:
         """Deliver a terminal delta and let the request go."""
         stream = self._remove(delta.request_id)
         if stream is not None:
+            self.observer.ended(delta.request_id, delta, time.monotonic())
             stream.push(delta)
 
     def fail(self, request_id: str, code: str, message: str) -> None:
@@ -59,11 +67,13 @@ class OpenRequests:
         return len(request_ids)
 
     def on_step(self, step: Step) -> None:
+        now = time.monotonic()  # one arrival time for the worker iteration's deltas
         for delta in step.deltas:
             stream = self._streams.get(delta.request_id)
             if stream is None:
                 continue  # stale: aborted, failed over, or from a previous worker
             if delta.finish_reason is None:
+                self.observer.delta(delta, now)
                 stream.push(delta)
                 if stream.finished:  # it cut off a reader that fell too far behind
                     self.close(delta.request_id)

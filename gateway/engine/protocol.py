@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from protocol.inputs import ChatInputs, Inputs
-from protocol.messages import Delta, Ready
+from protocol.messages import Delta, Ready, TokenizeArgs
 
 RequestBatches = AsyncIterator[list[Delta]]
 
@@ -49,6 +49,12 @@ class EngineClient(Protocol):
     ) -> AbstractAsyncContextManager[RequestBatches]: ...  # the operation is the inputs' type
 
     async def count_tokens(self, inputs: ChatInputs) -> int: ...
+
+    async def tokenize(
+        self, args: TokenizeArgs
+    ) -> tuple[list[int], list[str] | None]: ...  # ids, and their strings when asked
+
+    async def detokenize(self, tokens: list[int]) -> str: ...
 
     async def worker_stats(self) -> dict[str, Any]: ...
 

@@ -17,7 +17,8 @@ Fatal detail (traceback) and its last output lines go to the log, never into a r
 
 The supervisor does not know about requests. It reports through two callbacks: `on_state`
 after every state change, and `on_lost(reason)` when a worker is gone (its open requests and
-control calls must fail).
+control calls must fail); and tells `observer` (gateway/engine/observer.py) how long loads
+and swaps took and when a worker crashed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 from gateway.config import ServerConfig
 from gateway.engine.errors import SwapFailed
+from gateway.engine.observer import NO_OBSERVER, EngineObserver
 from gateway.engine.worker_channel import WorkerClient
 from gateway.engine.worker_process import WorkerCommand, WorkerProcess, worker_env
 from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlMethod, Fatal, Ready
@@ -76,6 +78,8 @@ class Supervisor:
         self.last_exit: str | None = None  # why the last of them ended
         self._task: asyncio.Task[None] | None = None
         self._swapping = False
+        self._swap_started = 0.0
+        self.observer: EngineObserver = NO_OBSERVER
 
     # -- messages the engine routes here -------------------------------------------------
 
@@ -120,6 +124,7 @@ class Supervisor:
         """Enter "swapping" (admission closes); returns the state before it."""
         previous = self.state
         self._swapping = True
+        self._swap_started = time.monotonic()
         self.loading = (path, name)
         self._set_state("swapping", f"loading {name}")
         if previous != "ready" and self._task is not None:
@@ -130,6 +135,7 @@ class Supervisor:
         """Replace the worker (after the engine drained it) by one serving `path`.
         On failure restore the previous model if `restore`, then raise SwapFailed."""
         old_path, old_name = self.model_path, self.model_name
+        swapped = False
         try:
             await self._cancel_task()
             if self.process is not None:
@@ -140,6 +146,7 @@ class Supervisor:
                 self._crashes.clear()
                 self.restarts, self.last_exit = 0, None
                 self._serve()
+                swapped = True
                 return
             message = f"{name} failed to load: {failure.message}"
             if not restore:
@@ -156,6 +163,7 @@ class Supervisor:
         finally:
             self._swapping = False
             self.loading = None
+            self.observer.swap_finished(name, time.monotonic() - self._swap_started, swapped)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -221,6 +229,7 @@ class Supervisor:
             self._crashes.popleft()
         n = len(self._crashes)
         self.restarts += 1
+        self.observer.worker_crashed(self.model_name)
         self.last_exit = reason
         log.error("worker crash %d within %g s: %s", n, self.config.restart_window, reason)
         limit = self.config.max_restarts
@@ -246,6 +255,7 @@ class Supervisor:
         self.ready = None
         waiter: asyncio.Future[Ready | Fatal] = asyncio.get_running_loop().create_future()
         self._ready_waiter = waiter
+        started = time.monotonic()
         try:
             argv = self._command(self.config, path, self.client.endpoints)
             try:
@@ -257,7 +267,11 @@ class Supervisor:
                 )
             self.process = proc
             try:
-                return await self._handshake(proc, waiter)
+                failure = await self._handshake(proc, waiter)
+                if failure is None:
+                    name = self.loading[1] if self.loading else self.model_name
+                    self.observer.worker_loaded(name, time.monotonic() - started)
+                return failure
             except BaseException:  # cancelled mid-load: no orphan worker
                 await asyncio.shield(proc.kill_and_wait())
                 self._forget(proc)

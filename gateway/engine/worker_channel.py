@@ -34,9 +34,11 @@ from protocol.messages import (
     ControlCall,
     ControlMethod,
     ControlReply,
+    DetokenizeArgs,
     Message,
     Ready,
     Tag,
+    TokenizeArgs,
 )
 
 log = logging.getLogger("gateway.engine.worker_channel")
@@ -103,15 +105,22 @@ class WorkerClient:
         return True
 
     async def call(
-        self, method: ControlMethod, chat: ChatInputs | None = None, timeout: float = 5.0
+        self,
+        method: ControlMethod,
+        chat: ChatInputs | None = None,
+        timeout: float = 5.0,
+        *,
+        tokenize: TokenizeArgs | None = None,
+        detokenize: DetokenizeArgs | None = None,
     ) -> dict[str, Any]:
         """One ControlCall and its reply's result; ControlCallFailed on timeout or error."""
         call_id = next(self._call_ids)
         reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = reply
         deadline = time.monotonic() + timeout
+        message = ControlCall(call_id, method, chat, tokenize, detokenize)
         try:
-            if not await self.send(ControlCall(call_id, method, chat), timeout):
+            if not await self.send(message, timeout):
                 raise ControlCallFailed(f"{method}: no worker to send it to")
             return await asyncio.wait_for(reply, max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:

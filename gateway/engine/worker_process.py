@@ -10,6 +10,7 @@ worker runs in its own session so a Ctrl-C meant for the gateway does not kill i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -54,6 +55,7 @@ def default_worker_command(
         "--max-num-seqs", str(config.max_num_seqs),
         "--heartbeat-interval", str(config.heartbeat_interval),
         "--log-level", config.log_level,
+        "--log-format", config.log_format,
     ]  # fmt: skip
     for name in GENERATION_FLAGS:
         value = getattr(config, name)
@@ -174,7 +176,9 @@ class WorkerProcess:
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
                 self.tail.append(line)
-                log.info("[worker %d] %s", self.pid, line)
+                # Never stamped with an HTTP request's id: a line's own says which request.
+                extra = {"forwarded": _json_line(line), "request_id": ""}
+                log.info("[worker %d] %s", self.pid, line, extra=extra)
 
     async def _wait_exit(self) -> int:
         code = await self._proc.wait()
@@ -184,3 +188,14 @@ class WorkerProcess:
             self._reader.cancel()
         log.info("worker pid %d exited (returncode %s)", self.pid, code)
         return code
+
+
+def _json_line(line: str) -> dict | None:
+    """A worker line that is a JSON object (--log-format json), to be written as it came."""
+    if not line.startswith("{"):
+        return None
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None

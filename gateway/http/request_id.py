@@ -5,10 +5,13 @@ carries the id in its `x-request-id` header: 401s, 404s, streams and 500s alike.
 the request's scope (`request.state.request_id`) and, while the app runs, in `REQUEST_ID`, so
 an error body made deep inside a stream can quote it. A client's id is kept only when it is a
 short token; anything else is replaced, so a header cannot inject text into logs or bodies.
+The engine names the request's worker requests after it, and `RequestIdLogFilter` stamps every
+gateway log record made while it is served, so both processes' logs carry it.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from contextvars import ContextVar
@@ -51,3 +54,15 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             REQUEST_ID.reset(token)
+
+
+class RequestIdLogFilter(logging.Filter):
+    """Stamps a log record made while a request is served with that request's id (unless the
+    record says its own: `extra={"request_id": ...}`, "" for none)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            request_id = REQUEST_ID.get()
+            if request_id is not None:
+                record.request_id = request_id
+        return True

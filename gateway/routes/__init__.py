@@ -9,11 +9,13 @@ from gateway.routes import (
     embeddings,
     health,
     messages,
+    metrics,
     models,
     rerank,
     responses,
     root,
     speech,
+    tokenize,
     transcriptions,
 )
 
@@ -21,6 +23,7 @@ ROUTES = [
     Route("/", root.root, methods=["GET", "HEAD"]),
     Route("/v1", root.root, methods=["GET", "HEAD"]),
     Route("/health", health.health, methods=["GET"]),
+    Route("/metrics", metrics.metrics, methods=["GET"]),
     Route("/v1/models", models.list_models, methods=["GET"]),
     Route("/v1/models/{model_id:path}", models.get_model, methods=["GET"]),
     Route("/v1/chat/completions", chat.chat_completions, methods=["POST"]),
@@ -43,6 +46,9 @@ ROUTES = [
         for path in ("/v1/rerank", "/v2/rerank", "/rerank")
     ),
     *(Route(path, rerank.score, methods=["POST"]) for path in ("/v1/score", "/score")),
+    # vLLM's tokenizer endpoints, at vLLM's paths (it has no /v1 ones).
+    Route("/tokenize", tokenize.tokenize, methods=["POST"]),
+    Route("/detokenize", tokenize.detokenize, methods=["POST"]),
     Route("/v1/admin/models/load", admin.load_model, methods=["POST"]),
     Route("/v1/admin/stats", admin.stats, methods=["GET"]),
 ]

@@ -16,7 +16,7 @@ from gateway.config import ServerConfig
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.request_stream import RequestStream
 from protocol.inputs import ChatInputs, Inputs
-from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Usage
+from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, TokenizeArgs, Usage
 from protocol.ready import (
     Capability,
     EmbeddingInfo,
@@ -137,6 +137,12 @@ class FakeEngine:
         self.input_tokens = 42  # what count_tokens answers (or it raises count_error)
         self.count_error: Exception | None = None
         self.counted: list[dict] = []
+        # tokenize answers `tokens` (and a string per token when asked), detokenize `text`;
+        # each records its arguments, or raises `tokenize_error`.
+        self.tokens = [5, 6, 7]
+        self.text = "decoded"
+        self.tokenize_error: Exception | None = None
+        self.tokenized: list[Any] = []
 
     async def start(self) -> None:
         self.started = True
@@ -160,6 +166,19 @@ class FakeEngine:
         if self.count_error is not None:
             raise self.count_error
         return self.input_tokens
+
+    async def tokenize(self, args: TokenizeArgs) -> tuple[list[int], list[str] | None]:
+        self.tokenized.append(args)
+        if self.tokenize_error is not None:
+            raise self.tokenize_error
+        strings = [f"t{t}" for t in self.tokens] if args.return_token_strs else None
+        return list(self.tokens), strings
+
+    async def detokenize(self, tokens: list[int]) -> str:
+        self.tokenized.append(tokens)
+        if self.tokenize_error is not None:
+            raise self.tokenize_error
+        return self.text
 
     async def worker_stats(self) -> dict:
         return {"active": 0, "waiting": 0}

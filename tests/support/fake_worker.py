@@ -84,6 +84,7 @@ class FakeWorker:
         self.push.connect(args.from_worker)
         self.active: dict[str, dict] = {}  # request id -> progress
         self.submitted: list[str] = []
+        self.http_request_ids: list[str | None] = []
         self.aborted: list[str] = []
         self.tokens = 0
         self.peak_active = 0  # the most requests generating at once
@@ -169,6 +170,7 @@ class FakeWorker:
         else:
             text = " ".join(str(m.get("content")) for m in inputs.messages)
         self.submitted.append(msg.request_id)
+        self.http_request_ids.append(msg.http_request_id)
         self.send(Step([Delta(msg.request_id)]))  # accepted
         if "HANG" in text:
             self.hang()
@@ -222,7 +224,9 @@ class FakeWorker:
                 "requests_aborted": len(self.aborted),
                 "aborted": self.aborted,
                 "submitted": self.submitted,
+                "http_request_ids": self.http_request_ids,
                 "tokens_generated": self.tokens,
+                "prefix_cache_queries": len(self.submitted),  # a total, as the real one's
             }
             self.send(ControlReply(call.call_id, True, result))
         elif call.method == ControlMethod.SHUTDOWN:

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.engine.client import WorkerEngineClient
 from gateway.engine.errors import EngineUnavailable, QueueFull
+from gateway.http.request_id import REQUEST_ID
 from protocol.inputs import CompleteInputs
 from tests.support.engine_harness import (
     FakeWorkers,
@@ -125,3 +126,23 @@ def test_the_worker_client_and_the_http_tests_fake_are_both_engine_clients():
 
     assert isinstance(WorkerEngineClient(fast_config()), EngineClient)
     assert isinstance(FakeEngine(), EngineClient)
+
+
+@async_test
+async def test_worker_requests_carry_the_http_request_id_and_keep_their_own(tmp_path):
+    async with running_engine(fast_config(), FakeWorkers(tmp_path)) as engine:
+        await wait_ready(engine)
+        token = REQUEST_ID.set("trace-1")
+        try:
+            first = engine.request(CompleteInputs("x", sampling(2)), True)
+            second = engine.request(CompleteInputs("x", sampling(2)), True)
+            async with first as a, second as b:
+                async for _ in a:
+                    pass
+                async for _ in b:
+                    pass
+        finally:
+            REQUEST_ID.reset(token)
+        stats = await engine.worker_stats()
+    assert stats["http_request_ids"] == ["trace-1", "trace-1"]
+    assert len(set(stats["submitted"])) == 2 and "trace-1" not in stats["submitted"]

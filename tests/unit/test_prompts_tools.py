@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-from functools import partial
 
 import pytest
 
@@ -16,7 +15,7 @@ from worker.runtime.io_threads import Receiver
 from worker.runtime.stats import WorkerStats
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt, chat_prompt_tokens
-from worker.text.token_counting import count_chat_tokens
+from worker.text.token_counting import TokenizerCalls, count_chat_tokens
 
 TOOL = {
     "type": "function",
@@ -140,24 +139,24 @@ def test_count_chat_tokens_is_the_prompt_length_tools_included(qwen3):
     assert count > count_chat_tokens(qwen3.tokenizer, chat(CONVERSATION))
 
 
-def receiver_reply(counter, args):
+def receiver_reply(tokenizer, args):
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     receiver = Receiver(None, Handoff(), outbox, WorkerStats(model="m"))
-    if counter is not None:
-        receiver.set_token_counter(counter)
+    if tokenizer is not None:
+        receiver.set_tokenizer(TokenizerCalls(tokenizer))
     receiver._on_control(ControlCall(7, ControlMethod.COUNT_TOKENS, args))
     return outbox.get_nowait()
 
 
 def test_the_count_tokens_control_call_replies_input_tokens(qwen3):
     inputs = chat(CONVERSATION[:1])
-    reply = receiver_reply(partial(count_chat_tokens, qwen3.tokenizer), inputs)
+    reply = receiver_reply(qwen3.tokenizer, inputs)
     assert reply.ok and reply.call_id == 7
     assert reply.result == {"input_tokens": len(chat_prompt_tokens(qwen3.tokenizer, inputs))}
 
 
 def test_count_tokens_of_malformed_inputs_replies_the_error(qwen3):
-    reply = receiver_reply(partial(count_chat_tokens, qwen3.tokenizer), chat([]))
+    reply = receiver_reply(qwen3.tokenizer, chat([]))
     assert not reply.ok and "messages" in reply.error
 
 

@@ -26,6 +26,7 @@ from protocol.messages import (
     ControlMethod,
     ControlReply,
     Delta,
+    DetokenizeArgs,
     ErrorCode,
     ErrorInfo,
     Fatal,
@@ -36,6 +37,7 @@ from protocol.messages import (
     Step,
     Submit,
     Tag,
+    TokenizeArgs,
     TokenLogprob,
     ToolCallDelta,
     Usage,
@@ -52,9 +54,14 @@ from protocol.ready import (
 
 # Changing any of these is a protocol change: bump PROTOCOL_VERSION with it.
 PINNED_FIELDS = {
-    Submit: ("request_id", "inputs", "stream", "deadline"),
+    Submit: ("request_id", "inputs", "stream", "deadline", "http_request_id"),
     Abort: ("request_ids",),
-    ControlCall: ("call_id", "method", "chat"),
+    ControlCall: ("call_id", "method", "chat", "tokenize", "detokenize"),
+    TokenizeArgs: (
+        "prompt", "chat", "add_special_tokens", "add_generation_prompt",
+        "continue_final_message", "return_token_strs",
+    ),
+    DetokenizeArgs: ("tokens",),
     Ready: (
         "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
         "transcription", "embedding", "score",
@@ -128,7 +135,7 @@ PINNED_VALUES = {
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
     ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
                 "context_length_exceeded"],
-    ControlMethod: ["stats", "shutdown", "count_tokens"],
+    ControlMethod: ["stats", "shutdown", "count_tokens", "tokenize", "detokenize"],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
         "embed", "rerank", "score",
@@ -137,7 +144,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 9
+    assert PROTOCOL_VERSION == 10
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -174,6 +181,7 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
             sampling=SamplingParams(max_tokens=8, temperature=0.0, logit_bias={5: -1.5}),
         ),
         stream=True,
+        http_request_id="req_1",
     )
     raw = msgpack.unpackb(encode(sub), strict_map_key=False)
     sampling = [8, 0.0, None, None, None, None, None, None, None, {5: -1.5}, [], None, None]
@@ -184,7 +192,17 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
         ["chat", messages, sampling, {}, [], None, None, None, [], []],
         True,
         None,
+        "req_1",
     ]
+
+
+def test_tokenizer_control_calls_carry_their_arguments_after_the_chat():
+    call = ControlCall(9, ControlMethod.TOKENIZE, tokenize=TokenizeArgs("hi", None, False))
+    assert msgpack.unpackb(encode(call)) == [
+        3, 9, "tokenize", None, ["hi", None, False, True, False, False], None,
+    ]  # fmt: skip
+    call = ControlCall(9, ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs([5, 6]))
+    assert msgpack.unpackb(encode(call)) == [3, 9, "detokenize", None, None, [[5, 6]]]
 
 
 def test_a_constraint_travels_as_its_tagged_array():
@@ -276,6 +294,18 @@ EMBEDDING = EmbeddingInfo(
         Abort(["a", "b"]),
         ControlCall(3, ControlMethod.STATS),
         ControlCall(4, ControlMethod.COUNT_TOKENS, ChatInputs([], SamplingParams(1))),
+        ControlCall(5, ControlMethod.TOKENIZE, tokenize=TokenizeArgs("hi", return_token_strs=True)),
+        ControlCall(
+            6,
+            ControlMethod.TOKENIZE,
+            tokenize=TokenizeArgs(
+                chat=ChatInputs([{"role": "user", "content": "hi"}], SamplingParams(1)),
+                add_special_tokens=False,
+                add_generation_prompt=False,
+                continue_final_message=True,
+            ),
+        ),
+        ControlCall(7, ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs([1, 2, 3])),
         Ready(PROTOCOL_VERSION, 1234, "/m", [Capability.CHAT], 8, TextInfo(4096, "continuous")),
         Ready(PROTOCOL_VERSION, 7, "/tts", [Capability.SPEECH], 1, speech=SPEECH),
         Ready(

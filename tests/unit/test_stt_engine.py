@@ -120,6 +120,19 @@ def test_usage_counts_audio_seconds_and_text_tokens(detected, audio):
     assert usage.completion_tokens == text_tokens > 0
 
 
+def test_completed_transcriptions_count_their_audio_seconds(model, whisper_path, audio):
+    from worker.runtime.stats import WorkerStats
+
+    stats = WorkerStats(model="whisper")
+    engine = SttEngine(model, whisper_path, "whisper")
+    engine.bind_stats(stats)
+    run(engine, submit(audio["short"], language="en"))
+    engine.admit(submit(audio["other"], "aborted", language="en"))
+    engine.abort(["aborted"])  # not transcribed: not counted
+    seconds = stats.snapshot()["transcribed_seconds"]
+    assert seconds == pytest.approx(duration(audio["short"]), abs=1e-3)
+
+
 def test_long_audio_transcript_equals_direct_mlx_audio(long):
     deltas, direct = long
     assert "".join(d.text for d in deltas) == direct.text.strip()

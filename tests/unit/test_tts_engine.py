@@ -123,6 +123,19 @@ def test_usage_counts_input_characters_and_generated_tokens(soprano):
     assert terminal.usage.completion_tokens > 0
 
 
+def test_seconds_of_speech_sent_are_counted(soprano):
+    from worker.runtime.stats import WorkerStats
+
+    stats = WorkerStats(model="soprano")
+    soprano.bind_stats(stats)
+    try:
+        deltas = run(soprano, submit("a", seed=3))["a"]
+    finally:
+        soprano.bind_stats(None)
+    seconds = len(pcm(deltas)) / 2 / soprano.sample_rate
+    assert seconds > 0 and stats.snapshot()["speech_seconds"] == pytest.approx(seconds)
+
+
 def test_soprano_has_one_default_voice_and_takes_no_instructions(soprano):
     assert soprano.ready_info().voices == [Voice("default")]
     assert "instructions" in soprano.admit(submit("a", instructions="whisper")).error.message

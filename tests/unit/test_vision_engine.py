@@ -114,6 +114,23 @@ def test_prefix_cache_serves_a_repeated_text_prompt(vm):
     assert first["tokens"] == second["tokens"] == reference["tokens"]
 
 
+def test_prefix_cache_lookups_are_counted_in_tokens(vm):
+    from worker.runtime.stats import WorkerStats
+
+    stats, unbound = WorkerStats(model="vlm"), WorkerStats(model="plain")
+    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    cached.bind_stats(stats)
+    plain = VisionEngine(vm, 2048, None)  # no prefix cache: no lookups
+    plain.bind_stats(unbound)
+    messages = [{"role": "user", "content": " ".join(["a question said twice"] * 8)}]
+    ends = [run_all(cached, submit(r, [], messages))[r]["end"] for r in ("a", "b")]
+    run_all(plain, submit("c", [], messages))
+    snapshot = stats.snapshot()
+    assert snapshot["prefix_cache_queries"] == sum(e.usage.prompt_tokens for e in ends)
+    assert snapshot["prefix_cache_hits"] == ends[1].usage.cached_tokens > 0
+    assert unbound.snapshot()["prefix_cache_queries"] == 0
+
+
 def test_repeated_image_is_served_from_the_vision_cache(engine):
     run_all(engine, submit("a", [png(7)]))
     encoded = engine.vision_cache.encoded

@@ -316,6 +316,34 @@ def test_a_repeated_prompt_reuses_the_prefix_cache_and_gives_the_same_tokens(tex
         assert run.terminal("r").usage.cached_tokens == (0 if round_ == 0 else len(prompt) - 1)
 
 
+def test_prefix_cache_lookups_are_counted_in_tokens_as_vllm_counts_them(text_model):
+    from worker.runtime.stats import WorkerStats
+
+    stats = WorkerStats(model="tiny")
+    engine = engine_for(text_model, prefix=PrefixCache(1 << 30, "tiny"))
+    engine.bind_stats(stats)
+    prompt = text_model.tokenizer.encode(PROMPTS["sea"])
+    for request_id in ("cold", "warm"):
+        run = Run(engine)
+        run.admit(submit(request_id, prompt, 4))
+        run.until_done()
+    snapshot = stats.snapshot()
+    assert snapshot["prefix_cache_queries"] == 2 * len(prompt)  # every prompt token, twice
+    assert snapshot["prefix_cache_hits"] == run.terminal("warm").usage.cached_tokens > 0
+
+
+def test_no_prefix_cache_counts_no_lookups(text_model):
+    from worker.runtime.stats import WorkerStats
+
+    stats = WorkerStats(model="tiny")
+    engine = engine_for(text_model)
+    engine.bind_stats(stats)
+    run = Run(engine)
+    run.admit(submit("r", text_model.tokenizer.encode(PROMPTS["sea"]), 2))
+    run.until_done()
+    assert stats.snapshot()["prefix_cache_queries"] == 0
+
+
 def test_an_aborted_request_leaves_its_cache_for_the_next_one(text_model, solo):
     cache = PrefixCache(1 << 30, "tiny")
     prompt = text_model.tokenizer.encode(PROMPTS["cls"])

@@ -12,6 +12,8 @@ on the MLX thread. Invariants each engine keeps:
 - `step` does one bounded unit of work for every active request (a decode step, a few audio
   frames, one ASR window), so aborts take effect between units;
 - `abort` ends the named requests it knows with finish_reason "abort" and ignores the rest.
+An engine may also have `bind_stats(stats)`: the scheduler calls it with the worker's
+`WorkerStats`, for the counts only the engine can make (worker/runtime/stats.py).
 """
 
 from __future__ import annotations

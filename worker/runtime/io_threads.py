@@ -12,12 +12,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from protocol import ProtocolError, decode, encode
-from protocol.inputs import ChatInputs
 from protocol.messages import (
     Abort,
     ControlCall,
@@ -27,13 +26,21 @@ from protocol.messages import (
     Message,
     Submit,
 )
-from worker.runtime.errors import RequestError, internal
+from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.handoff import Handoff, ShutdownRequest
 from worker.runtime.stats import WorkerStats
+
+if TYPE_CHECKING:
+    from worker.text.token_counting import TokenizerCalls
 
 log = logging.getLogger(__name__)
 
 _POLL_MS = 100  # how often the receiver looks at its stop flag
+_VERBS = {
+    ControlMethod.COUNT_TOKENS: "count tokens",
+    ControlMethod.TOKENIZE: "tokenize",
+    ControlMethod.DETOKENIZE: "detokenize",
+}
 
 
 class Receiver(threading.Thread):
@@ -60,13 +67,15 @@ class Receiver(threading.Thread):
         self._controls: dict[ControlMethod, Callable[[ControlCall], None]] = {
             ControlMethod.STATS: self._control_stats,
             ControlMethod.SHUTDOWN: self._control_shutdown,
-            ControlMethod.COUNT_TOKENS: self._control_count_tokens,
+            ControlMethod.COUNT_TOKENS: self._control_tokenizer,
+            ControlMethod.TOKENIZE: self._control_tokenizer,
+            ControlMethod.DETOKENIZE: self._control_tokenizer,
         }
-        # chat inputs -> prompt length; set once the model is loaded (token_counting.py).
-        self._count_tokens: Callable[[ChatInputs], int] | None = None
+        # The text model's tokenizer calls; set once the model is loaded (token_counting.py).
+        self._tokenizer: TokenizerCalls | None = None
 
-    def set_token_counter(self, count: Callable[[ChatInputs], int]) -> None:
-        self._count_tokens = count
+    def set_tokenizer(self, calls: TokenizerCalls) -> None:
+        self._tokenizer = calls
 
     def stop(self) -> None:
         self._stopping.set()
@@ -108,21 +117,33 @@ class Receiver(threading.Thread):
     def _control_stats(self, call: ControlCall) -> None:
         self._outbox.put(ControlReply(call_id=call.call_id, ok=True, result=self._stats.snapshot()))
 
-    def _control_count_tokens(self, call: ControlCall) -> None:
-        if self._count_tokens is None:
-            reply = ControlReply(call.call_id, ok=False, error="this model does not count tokens")
-        elif call.chat is None:
-            reply = ControlReply(call.call_id, ok=False, error="count_tokens needs the chat")
-        else:
-            try:
-                count = self._count_tokens(call.chat)
-                reply = ControlReply(call.call_id, ok=True, result={"input_tokens": count})
-            except RequestError as exc:
-                reply = ControlReply(call.call_id, ok=False, error=exc.message)
-            except Exception as exc:  # every call gets a reply, or the gateway waits for it
-                log.exception("count_tokens failed")
-                reply = ControlReply(call.call_id, ok=False, error=internal(exc).message)
+    def _control_tokenizer(self, call: ControlCall) -> None:
+        """count_tokens, tokenize, detokenize: answered here, with the tokenizer only."""
+        try:
+            result = self._tokenizer_result(call)
+            reply = ControlReply(call.call_id, ok=True, result=result)
+        except RequestError as exc:
+            reply = ControlReply(call.call_id, ok=False, error=exc.message)
+        except Exception as exc:  # every call gets a reply, or the gateway waits for it
+            log.exception("%s failed", call.method)
+            reply = ControlReply(call.call_id, ok=False, error=internal(exc).message)
         self._outbox.put(reply)
+
+    def _tokenizer_result(self, call: ControlCall) -> dict[str, Any]:
+        calls = self._tokenizer
+        if calls is None:
+            raise bad_request(f"this model does not {_VERBS[call.method]}")
+        if call.method == ControlMethod.COUNT_TOKENS:
+            if call.chat is None:
+                raise bad_request("count_tokens needs the chat")
+            return {"input_tokens": calls.count_tokens(call.chat)}
+        if call.method == ControlMethod.TOKENIZE:
+            if call.tokenize is None:
+                raise bad_request("tokenize needs its arguments")
+            return calls.tokenize(call.tokenize)
+        if call.detokenize is None:
+            raise bad_request("detokenize needs the token ids")
+        return calls.detokenize(call.detokenize)
 
     def _control_shutdown(self, call: ControlCall) -> None:
         # The MLX thread aborts every request, replies and ends its loop; the flag also stops

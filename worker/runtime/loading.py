@@ -128,7 +128,7 @@ class LoadedEngines:
     transcription: TranscriptionInfo | None = None
     embedding: EmbeddingInfo | None = None
     score: ScoreInfo | None = None
-    tokenizer: Any = None  # the text model's, for count_tokens (None without a text model)
+    tokenizer: Any = None  # the text model's, for count_tokens / tokenize (None without one)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
 
@@ -264,7 +264,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     loaded.engines.append(engine)
     loaded.capabilities += engine.capabilities()
     loaded.text = engine.ready_info()
-    # No count_tokens: a prompt's length depends on its images' sizes (processor work).
+    # No count_tokens / tokenize: a prompt's tokens depend on its images (processor work).
     loaded.model = vm.model
 
 

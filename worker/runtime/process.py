@@ -17,9 +17,9 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
+from protocol.log_format import LOG_FORMATS, configure_logging
 from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
 from worker.runtime.channels import WorkerChannels
 from worker.runtime.handoff import Handoff
@@ -51,6 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="info",
         choices=["debug", "info", "warning", "error", "critical"],
     )
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     args = parser.parse_args(argv)
     if args.max_num_seqs < 1:
         parser.error("--max-num-seqs must be at least 1")
@@ -62,11 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run_worker_process(args: argparse.Namespace) -> int:
     """Runs the worker until shutdown (0) or a fatal error (1); returns the exit code."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level.upper(),
-        format=f"%(asctime)s worker[{os.getpid()}] %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format, "worker")
     install_parent_watchdog(args.parent_pid)
     # Ctrl-C in a terminal reaches the whole process group: the gateway decides when its worker
     # stops (shutdown call, or its own death via the watchdog), not the keyboard.
@@ -117,10 +114,11 @@ def _serve(
         return 1
 
     if loaded.tokenizer is not None:
-        from worker.text.token_counting import count_chat_tokens
+        from worker.text.token_counting import TokenizerCalls
 
-        # count_tokens calls are answered on the receiver thread (tokenizer only, no MLX).
-        receiver.set_token_counter(partial(count_chat_tokens, loaded.tokenizer))
+        # count_tokens, tokenize and detokenize are answered on the receiver thread
+        # (tokenizer only, no MLX).
+        receiver.set_tokenizer(TokenizerCalls(loaded.tokenizer))
     outbox.put(
         Ready(
             protocol_version=PROTOCOL_VERSION,

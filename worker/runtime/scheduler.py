@@ -10,7 +10,8 @@ engine with continuous batching) own the model work. Each iteration:
 4. admit waiting requests (FIFO) while fewer than `max_num_seqs` are active: the engine checks
    and tokenizes each and answers its empty "accepted" Delta, before its prefill starts (that
    is the next iteration's step);
-5. send every Delta of the iteration in one Step message (none when nothing happened).
+5. send every Delta of the iteration in one Step message (none when nothing happened), and
+   log each request that ended (worker.runtime.request_log).
 Invariants: every Submit gets exactly one terminal Delta, and it carries usage; a request's
 first Delta is its accepted Delta (or its terminal error).
 """
@@ -37,6 +38,7 @@ from protocol.messages import (
 from worker.runtime.engine import Engine
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.request_log import RequestLog
 from worker.runtime.stats import WorkerStats
 
 log = logging.getLogger(__name__)
@@ -67,11 +69,16 @@ class Scheduler:
         self._handoff = handoff
         self._outbox = outbox
         self._stats = stats
+        for engine in self._engines:  # engines that count their own work (runtime/stats.py)
+            bind = getattr(engine, "bind_stats", None)
+            if bind is not None:
+                bind(stats)
         self._max_num_seqs = max_num_seqs
         self._idle_wait = idle_wait
         self._clock = clock
         self._active: dict[str, _Active] = {}
         self._waiting: deque[Submit] = deque()
+        self._log = RequestLog()
 
     def run(self) -> None:
         while self.iteration():
@@ -111,6 +118,7 @@ class Scheduler:
             error = RequestError(f"request id {submit.request_id!r} is already in use")
             deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
             return
+        self._log.arrived(submit)
         self._waiting.append(submit)
 
     def _abort(self, request_ids: set[str], deltas: list[Delta]) -> None:
@@ -216,6 +224,9 @@ class Scheduler:
 
     def _emit(self, deltas: list[Delta]) -> None:
         if deltas:
+            for delta in deltas:
+                if delta.finish_reason is not None:
+                    self._log.ended(delta)
             self._outbox.put(Step(deltas=deltas))
 
 

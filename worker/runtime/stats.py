@@ -1,4 +1,13 @@
-"""Worker counters: written by the MLX thread, read by the IO threads (stats calls, heartbeats)."""
+"""Worker counters: written by the MLX thread, read by the IO threads (stats calls, heartbeats).
+
+Besides the scheduler's request and token counts, the engines count their own work where it
+happens (once the scheduler bound them to these stats, see `Scheduler`): prefix-cache lookups
+in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reused from the
+cache; worker/text/prefix_reuse.py, worker/vision/engine.py), seconds of speech sent
+(worker/speech/engine.py) and seconds of audio transcribed (worker/transcription/engine.py).
+Every counter is a total since the worker started; the gateway's /metrics carries them over
+worker restarts (gateway/metrics/worker.py).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +28,10 @@ class WorkerStats:
         self._requests_aborted = 0
         self._tokens_generated = 0
         self._prompt_tokens = 0
+        self._prefix_cache_queries = 0
+        self._prefix_cache_hits = 0
+        self._speech_seconds = 0.0
+        self._transcribed_seconds = 0.0
 
     def set_queue(self, active_ids: list[str], waiting: int) -> None:
         with self._lock:
@@ -38,6 +51,20 @@ class WorkerStats:
             self._prompt_tokens += prompt
             self._tokens_generated += generated
 
+    def count_prefix_cache(self, queried: int, hit: int) -> None:
+        """One prefix-cache lookup: `queried` prompt tokens, `hit` of them reused."""
+        with self._lock:
+            self._prefix_cache_queries += queried
+            self._prefix_cache_hits += hit
+
+    def count_speech(self, seconds: float) -> None:
+        with self._lock:
+            self._speech_seconds += seconds
+
+    def count_transcribed(self, seconds: float) -> None:
+        with self._lock:
+            self._transcribed_seconds += seconds
+
     def load(self) -> tuple[int, int]:
         """(active, waiting), for heartbeats."""
         with self._lock:
@@ -55,4 +82,8 @@ class WorkerStats:
                 "requests_aborted": self._requests_aborted,
                 "tokens_generated": self._tokens_generated,
                 "prompt_tokens": self._prompt_tokens,
+                "prefix_cache_queries": self._prefix_cache_queries,
+                "prefix_cache_hits": self._prefix_cache_hits,
+                "speech_seconds": self._speech_seconds,
+                "transcribed_seconds": self._transcribed_seconds,
             }

@@ -83,8 +83,12 @@ class TtsEngine:
         self._modules = ModuleState(model)
         self._active: dict[str, _Speech] = {}
         self._max_delta_samples = max(1, int(self.sample_rate * MAX_DELTA_SECONDS))
+        self.stats: Any = None  # the worker's WorkerStats, once bound: seconds of speech sent
 
     # -- Engine interface ----------------------------------------------------------------
+
+    def bind_stats(self, stats: Any) -> None:
+        self.stats = stats
 
     def capabilities(self) -> list[Capability]:
         return [Capability.SPEECH]
@@ -167,6 +171,8 @@ class TtsEngine:
             if not speech.pending:
                 return None  # an empty chunk (a stream's end marker): nothing to send
         pcm, rate = speech.pending.popleft()
+        if self.stats is not None and rate:
+            self.stats.count_speech(len(pcm) / (2 * rate))  # int16 mono: 2 bytes a sample
         return Delta(rid, audio=pcm, sample_rate=rate)
 
     def _queue(self, speech: _Speech, result: Any) -> None:

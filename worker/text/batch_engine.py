@@ -67,6 +67,9 @@ class BatchTextEngine:
         self._by_id: dict[str, _Entry] = {}
         self._by_uid: dict[int, _Entry] = {}
 
+    def bind_stats(self, stats: Any) -> None:
+        self._prefix.stats = stats  # counts the prefix-cache lookups
+
     def capabilities(self) -> list[Capability]:
         return [Capability.CHAT, Capability.COMPLETE]
 

@@ -10,7 +10,7 @@ another model or configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -21,15 +21,30 @@ class PrefixReuse:
 
     def __init__(self, cache: Any | None) -> None:
         self.cache = cache
+        self.stats: Any = None  # the worker's WorkerStats, once bound: counts every lookup
 
     @property
     def enabled(self) -> bool:
         return self.cache is not None
 
-    def fetch(self, prompt: Sequence[int]) -> tuple[list[Any] | None, int]:
-        """(a private KV cache of the longest reusable prefix or None, tokens it covers)."""
+    def fetch(
+        self,
+        prompt: Sequence[int],
+        usable: Callable[[list[Any], int], bool] | None = None,
+    ) -> tuple[list[Any] | None, int]:
+        """(a private KV cache of the longest reusable prefix or None, tokens it covers).
+        `usable(cache, tokens)` may refuse what was found. Each lookup is counted as vLLM
+        counts them: the prompt's tokens queried, the reused ones hit."""
         if self.cache is None:
             return None, 0
+        cache, cached = self._find(prompt)
+        if cache is not None and usable is not None and not usable(cache, cached):
+            cache, cached = None, 0
+        if self.stats is not None:
+            self.stats.count_prefix_cache(len(prompt), cached)
+        return cache, cached
+
+    def _find(self, prompt: Sequence[int]) -> tuple[list[Any] | None, int]:
         try:
             cache, remaining = self.cache.fetch(prompt)
         except Exception:

@@ -38,6 +38,8 @@ class PromptLimits(Protocol):
 _RESERVED_TEMPLATE_KWARGS = frozenset(
     {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict", "tools"}
 )
+# And those of a /tokenize chat, whose request has these options as fields of its own.
+TOKENIZE_RESERVED_TEMPLATE_KWARGS = _RESERVED_TEMPLATE_KWARGS | {"continue_final_message"}
 
 
 def build_chat_prompt(
@@ -45,19 +47,38 @@ def build_chat_prompt(
     messages: Sequence[Mapping[str, Any]],
     chat_template_kwargs: Mapping[str, Any] | None = None,
     tools: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    add_special_tokens: bool = False,
 ) -> list[int]:
     """Prompt token ids for a chat, built the way mlx_lm/server.py builds them.
 
     mlx-lm's TokenizerWrapper.apply_chat_template forces `return_dict=False`, so transformers 5
     returns plain ids rather than a BatchEncoding; the Mapping branch is a guard for a raw
     transformers tokenizer, which returns a BatchEncoding by default in transformers 5.
+
+    The keyword options are vLLM's /tokenize ones; their defaults are generation's prompt.
+    `add_special_tokens` encodes the rendered text with the tokenizer's special tokens on top
+    of what the template writes, as vLLM does (a template that writes BOS then has two).
     """
     kwargs = dict(chat_template_kwargs or {})
     if tools:
         kwargs["tools"] = list(tools)
+    if continue_final_message:
+        kwargs["continue_final_message"] = True
+    template_messages = [_template_message(m) for m in messages]
+    if add_special_tokens:
+        text = tokenizer.apply_chat_template(
+            template_messages,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+            **kwargs,
+        )
+        return [int(t) for t in tokenizer.encode(text, add_special_tokens=True)]
     prompt = tokenizer.apply_chat_template(
-        [_template_message(m) for m in messages],
-        add_generation_prompt=True,
+        template_messages,
+        add_generation_prompt=add_generation_prompt,
         tokenize=True,
         **kwargs,
     )
@@ -115,8 +136,16 @@ def template_kwargs(
     return dict(kwargs)
 
 
-def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: ChatInputs) -> list[int]:
-    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed."""
+def chat_prompt_tokens(
+    tokenizer: TokenizerWrapper,
+    inputs: ChatInputs,
+    *,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    add_special_tokens: bool = False,
+) -> list[int]:
+    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed.
+    The keyword options (vLLM's /tokenize) default to generation's prompt."""
     messages = chat_messages(inputs)
     for i, message in enumerate(messages):
         _check_message(i, message)
@@ -125,9 +154,22 @@ def chat_prompt_tokens(tokenizer: TokenizerWrapper, inputs: ChatInputs) -> list[
     if not tokenizer.has_chat_template:
         raise bad_request("this model has no chat template; use the completions API")
     try:
-        return build_chat_prompt(tokenizer, messages, kwargs, tools)
+        return build_chat_prompt(
+            tokenizer,
+            messages,
+            kwargs,
+            tools,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            add_special_tokens=add_special_tokens,
+        )
     except TemplateError as exc:
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc
+    except ValueError as exc:
+        if not continue_final_message:
+            raise
+        # transformers: the final message does not appear in the rendered chat.
+        raise bad_request(f"continue_final_message: {exc}") from exc
 
 
 def chat_tools(inputs: ChatInputs) -> list[Mapping[str, Any]]:

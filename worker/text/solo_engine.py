@@ -191,6 +191,9 @@ class SoloTextEngine:
         self._prefix = prefix if usable else PrefixReuse(None)
         self._active: dict[str, SoloGeneration] = {}
 
+    def bind_stats(self, stats: Any) -> None:
+        self._prefix.stats = stats  # counts the prefix-cache lookups
+
     def capabilities(self) -> list[Capability]:
         return [Capability.CHAT, Capability.COMPLETE]
 
@@ -203,9 +206,7 @@ class SoloTextEngine:
     def admit(self, submit: Submit) -> Delta:
         try:
             request = build_text_request(self._text_model, submit)
-            cache, cached = self._prefix.fetch(request.prompt)
-            if cache is not None and not self._reusable(cache, cached):
-                cache, cached = None, 0
+            cache, cached = self._prefix.fetch(request.prompt, self._reusable)
             model, draft = self._text_model.model, self._text_model.draft_model
             if request.constrained and draft is not None:
                 # mlx-lm's speculative generator also runs the processors on draft tokens it

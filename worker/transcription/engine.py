@@ -66,10 +66,10 @@ class _Active:
     request_id: str
     run: Run
     deltas: TranscriptDeltas
-    audio_seconds: int
+    duration: float  # of the audio, in seconds
 
     def usage(self) -> Usage:
-        return Usage(self.audio_seconds, self.run.completion_tokens)
+        return Usage(math.ceil(self.duration), self.run.completion_tokens)
 
 
 def load_stt_engine(path: str, dtype: str = "auto") -> SttEngine:
@@ -111,8 +111,12 @@ class SttEngine:
         self.sample_rate = _sample_rate(model, self.is_whisper)
         self._generate_params = set(inspect.signature(model.generate).parameters)
         self._active: dict[str, _Active] = {}
+        self.stats: Any = None  # the worker's WorkerStats, once bound: audio transcribed
 
     # -- Engine ----------------------------------------------------------------------------
+
+    def bind_stats(self, stats: Any) -> None:
+        self.stats = stats
 
     def capabilities(self) -> list[Capability]:
         caps = [Capability.TRANSCRIBE]
@@ -131,13 +135,13 @@ class SttEngine:
         if rid in self._active:
             return _failed(rid, bad_request(f"request id {rid!r} is already in use").info())
         try:
-            run, seconds = self._start(submit.inputs)
+            run, duration = self._start(submit.inputs)
         except RequestError as exc:
             return _failed(rid, exc.info())
         except Exception as exc:
             log.exception("transcription %s could not start", rid)
             return _failed(rid, internal(exc))
-        self._active[rid] = _Active(rid, run, TranscriptDeltas(), seconds)
+        self._active[rid] = _Active(rid, run, TranscriptDeltas(), duration)
         return Delta(rid)
 
     def step(self) -> list[Delta]:
@@ -175,6 +179,8 @@ class SttEngine:
         if not active.run.done:
             return Delta(rid, text=active.deltas.update(transcript))
         del self._active[rid]
+        if self.stats is not None:
+            self.stats.count_transcribed(active.duration)
         return Delta(
             rid,
             text=active.deltas.finish(transcript),
@@ -184,7 +190,7 @@ class SttEngine:
             language=active.run.language,
         )
 
-    def _start(self, inputs: dict[str, Any]) -> tuple[Run, int]:
+    def _start(self, inputs: dict[str, Any]) -> tuple[Run, float]:
         options = _parse_inputs(inputs)
         if options["task"] == "translate" and "translate" not in self.capabilities():
             raise bad_request(f"this model ({self.family}) cannot translate; use transcriptions")
@@ -200,10 +206,10 @@ class SttEngine:
         else:
             language = self._generic_language(options["language"])
         audio = decode_audio(options["audio"], options["filename"], self.sample_rate)
-        seconds = math.ceil(len(audio) / self.sample_rate)
+        duration = len(audio) / self.sample_rate
         if self.is_whisper:
-            return self._whisper_run(audio, options, language, words), seconds
-        return self._generic_run(audio, options, language), seconds
+            return self._whisper_run(audio, options, language, words), duration
+        return self._generic_run(audio, options, language), duration
 
     def _whisper_run(
         self, audio: np.ndarray, options: dict[str, Any], language: str | None, words: bool

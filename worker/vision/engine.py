@@ -100,11 +100,13 @@ class VisionGeneration:
 
     def __init__(self, request: TextRequest, inputs: VisionInputs, kwargs: dict[str, Any]):
         self.request = request
+        self.uses_apc = kwargs.get("apc_manager") is not None
         self._inputs = inputs
         self._kwargs = kwargs
         self._results: Iterator[Any] | None = None
         self._state: dict[str, Any] = {}
         self.lease: Lease | None = None  # its conversation state, when it has images
+        self.looked_up = False  # its prefix-cache lookup (the first advance) was counted
 
     def advance(self, vm: VisionModel, state: _ModelState) -> Delta:
         """Generates one token and returns its Delta (the first call runs the prefill)."""
@@ -191,6 +193,10 @@ class VisionEngine:
         self.turns = turns if turns is not None else ConversationCache(0)
         self._state = _ModelState(vision_model.model)
         self._active: dict[str, VisionGeneration] = {}
+        self.stats: Any = None  # the worker's WorkerStats, once bound
+
+    def bind_stats(self, stats: Any) -> None:
+        self.stats = stats
 
     def capabilities(self) -> list[Capability]:
         caps = [Capability.CHAT, Capability.COMPLETE]
@@ -259,10 +265,22 @@ class VisionEngine:
                 self._end(request_id, keep=False)
                 deltas.append(generation.request.end(FinishReason.ERROR, error))
                 continue
+            if not generation.looked_up:
+                generation.looked_up = True
+                self._count_lookup(generation)
             if delta.finish_reason is not None:
                 self._end(request_id)
             deltas.append(delta)
         return deltas
+
+    def _count_lookup(self, generation: VisionGeneration) -> None:
+        """The first advance ran the prefill, so mlx-vlm's cached tokens are known now: one
+        prefix-cache lookup, counted for requests that went through a cache (APC or turns)."""
+        if self.stats is None:
+            return
+        if generation.lease is not None or generation.uses_apc:
+            request = generation.request
+            self.stats.count_prefix_cache(request.prompt_tokens, request.cached_tokens)
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
         return [

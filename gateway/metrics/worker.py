@@ -1,0 +1,141 @@
+"""What /metrics reads at scrape time: the engine's state and queue, and the worker's counters.
+
+The worker counts prefix-cache lookups, speech sent and audio transcribed itself
+(worker/runtime/stats.py) and reports totals since it started in its `stats` control reply.
+A restart or a swap starts a new worker from zero, so `WorkerTotals` keeps exported counters
+monotonic: when a snapshot comes from another worker (another pid, or a counter went down),
+the last totals seen from the previous one are carried over and added from then on. What a
+worker counted after the last scrape before it died is lost (nobody can ask it any more); a
+scrape rate above the crash rate keeps that small. Each counter is labelled with the model
+that serves its kind when the snapshot arrives (the chat model for the prefix cache, the TTS
+model for speech, ...), and left out while no served model has that kind; the models a
+worker serves never change during its life.
+
+While no worker is ready, the last totals are exported unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gateway.engine.served_models import CHAT, SPEECH, TRANSCRIPTION
+from gateway.metrics.names import ModelNames
+
+STATES = ("starting", "ready", "restarting", "swapping", "failed", "stopped")
+
+# (key in the worker's stats, metric, help, the kind whose model labels it)
+WORKER_COUNTERS = (
+    (
+        "prefix_cache_queries",
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens: the prompt tokens of "
+        "every chat or completion request looked up in the worker's prefix cache.",
+        CHAT,
+    ),
+    (
+        "prefix_cache_hits",
+        "vllm:prefix_cache_hits",
+        "Prefix cache hits, in terms of number of cached tokens: prompt tokens reused from "
+        "the prefix cache instead of prefilled.",
+        CHAT,
+    ),
+    (
+        "speech_seconds",
+        "vomlx:speech_seconds",
+        "Seconds of speech audio the worker sent (/v1/audio/speech).",
+        SPEECH,
+    ),
+    (
+        "transcribed_seconds",
+        "vomlx:transcribed_audio_seconds",
+        "Seconds of audio in transcriptions and translations that completed.",
+        TRANSCRIPTION,
+    ),
+)
+
+
+class WorkerTotals:
+    """The worker counters summed over every worker this gateway ran (see the docstring)."""
+
+    def __init__(self) -> None:
+        self._carried: dict[tuple[str, str], float] = {}  # (stats key, model): workers gone
+        self._current: dict[tuple[str, str], float] = {}  # the latest worker's totals
+        self._pid: Any = None
+
+    def update(self, stats: dict[str, Any], names: ModelNames) -> None:
+        current: dict[tuple[str, str], float] = {}
+        for key, _, _, kind in WORKER_COUNTERS:
+            value, model = stats.get(key), names.for_kind(kind)
+            if (
+                model is not None
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            ):
+                current[(key, model)] = float(value)
+        pid = stats.get("pid")
+        went_down = any(value < self._current.get(k, 0.0) for k, value in current.items())
+        if pid != self._pid or went_down:
+            for k, value in self._current.items():
+                self._carried[k] = self._carried.get(k, 0.0) + value
+            self._pid = pid
+            self._current = {}
+        self._current.update(current)
+
+    def totals(self, key: str) -> dict[str, float]:
+        """model -> total of the stats counter `key`."""
+        out: dict[str, float] = {}
+        for source in (self._carried, self._current):
+            for (k, model), value in source.items():
+                if k == key:
+                    out[model] = out.get(model, 0.0) + value
+        return out
+
+
+class EngineCollector:
+    """A prometheus_client custom collector: reads the engine and the worker totals at scrape
+    time (no background work)."""
+
+    def __init__(self, engine: Any, names: ModelNames, totals: WorkerTotals) -> None:
+        self._engine = engine
+        self._names = names
+        self._totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        engine, model = self._engine, self._names.main()
+        queue_stats = getattr(engine, "queue_stats", None)
+        if queue_stats is not None:
+            queue = queue_stats()
+            running = GaugeMetricFamily(
+                "vllm:num_requests_running",
+                "Requests holding one of the --max-num-seqs slots: admitted by the gateway "
+                "and not yet ended.",
+                labels=["model_name"],
+            )
+            running.add_metric([model], queue["in_flight"])
+            yield running
+            waiting = GaugeMetricFamily(
+                "vllm:num_requests_waiting",
+                "Requests waiting in the gateway's admission queue for a slot (at most "
+                "--max-queue).",
+                labels=["model_name"],
+            )
+            waiting.add_metric([model], queue["waiting"])
+            yield waiting
+        state = GaugeMetricFamily(
+            "vomlx:worker_state",
+            "1 for the engine's current state, 0 for the others: starting (loading the "
+            "model), ready, restarting (after a crash), swapping (loading another model), "
+            "failed, stopped.",
+            labels=["model_name", "state"],
+        )
+        for name in STATES:
+            state.add_metric([model, name], 1.0 if engine.state == name else 0.0)
+        yield state
+        for key, metric, doc, _ in WORKER_COUNTERS:
+            family = CounterMetricFamily(metric, doc, labels=["model_name"])
+            for served, value in sorted(self._totals.totals(key).items()):
+                family.add_metric([served], value)
+            yield family

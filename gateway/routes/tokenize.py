@@ -1,0 +1,56 @@
+"""`POST /tokenize` and `POST /detokenize`: vLLM's tokenizer endpoints (not under /v1, as in
+vLLM), answered by the worker's tokenizer without generating anything.
+
+Bodies are parsed by gateway/openai/tokenize.py. `model`, when given, must reach the chat
+model (gateway/routes/model_names.py); only a text model has a tokenizer here, so a server
+whose model does not chat answers a 400 naming `model`. `/tokenize` answers vLLM's
+`{count, max_model_len, tokens, token_strs}`: the ids a completion of the same prompt, or a chat
+request of the same messages, would be served with (`count` is its `usage.prompt_tokens`), and
+`max_model_len` the model's context length (null when its config does not say);
+`/detokenize` answers `{prompt}`. Errors are OpenAI-shaped.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.engine.errors import WorkerRejected
+from gateway.http.errors import invalid
+from gateway.openai.tokenize import parse_detokenize, parse_tokenize
+from gateway.routes.common import check_model, engine_of, read_json
+
+
+async def tokenize(request: Request) -> Response:
+    req = parse_tokenize(await read_json(request))
+    _check_model(request, req.model)
+    engine = engine_of(request)
+    try:
+        tokens, strings = await engine.tokenize(req.args)
+    except WorkerRejected as exc:  # e.g. messages the chat template rejects
+        raise invalid(None, str(exc)) from None
+    ready = engine.ready_info
+    text = ready.text if ready is not None else None
+    return JSONResponse(
+        {
+            "count": len(tokens),
+            "max_model_len": text.max_context if text is not None else None,
+            "tokens": tokens,
+            "token_strs": strings,
+        }
+    )
+
+
+async def detokenize(request: Request) -> Response:
+    req = parse_detokenize(await read_json(request))
+    _check_model(request, req.model)
+    try:
+        text = await engine_of(request).detokenize(req.tokens)
+    except WorkerRejected as exc:  # an id outside the vocabulary
+        raise invalid("tokens", str(exc)) from None
+    return JSONResponse({"prompt": text})
+
+
+def _check_model(request: Request, model: str | None) -> None:
+    """The named model (default: the main one) must be the chat model: 404 / 400 otherwise."""
+    check_model(request, engine_of(request).model_name if model is None else model)

@@ -69,3 +69,20 @@ def test_log_polls_puts_health_in_the_access_log(caplog):
     with make_client(log_polls=True) as client:
         client.get("/health")
     assert any("/health" in r.getMessage() for r in caplog.records if r.name == "gateway.access")
+
+
+def test_worker_lines_about_a_request_name_its_http_request_while_it_runs(caplog):
+    from protocol.inputs import CompleteInputs, SamplingParams
+    from protocol.messages import Delta, Submit, Usage
+    from worker.runtime.request_log import RequestLog, named
+
+    caplog.set_level(logging.INFO, logger="worker.requests")
+    requests = RequestLog(clock=iter([10.0, 10.5]).__next__)
+    submit = Submit("w-1", CompleteInputs("x", SamplingParams(2)), False, http_request_id="h-1")
+    requests.arrived(submit)
+    assert named("w-1") == {"request_id": "h-1"}
+    requests.ended(Delta("w-1", finish_reason="length", usage=Usage(3, 2)))
+    assert named("w-1") == {"request_id": "w-1"}  # ended: its own id
+    (record,) = [r for r in caplog.records if r.name == "worker.requests"]
+    assert record.request_id == "h-1"
+    assert record.getMessage() == "complete request finished (length) prompt=3 output=2 in 0.500s"

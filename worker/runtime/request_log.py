@@ -15,6 +15,15 @@ from protocol.messages import Delta, FinishReason, Submit
 
 log = logging.getLogger("worker.requests")
 
+# Worker request id -> the id its log lines name, while it runs (the MLX thread's own).
+_NAMES: dict[str, str] = {}
+
+
+def named(request_id: str) -> dict[str, str]:
+    """`extra=` for any worker log line about a request: it then carries the request's HTTP
+    id, as the line written when it ends does."""
+    return {"request_id": _NAMES.get(request_id, request_id)}
+
 
 class RequestLog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -25,11 +34,13 @@ class RequestLog:
     def arrived(self, submit: Submit) -> None:
         name = submit.http_request_id or submit.request_id
         self._started[submit.request_id] = (str(submit.op), name, self._clock())
+        _NAMES[submit.request_id] = name
         log.debug("%s request queued", submit.op, extra={"request_id": name})
 
     def ended(self, delta: Delta) -> None:
         """Call with a terminal delta."""
         started = self._started.pop(delta.request_id, None)
+        _NAMES.pop(delta.request_id, None)
         op, name, arrival = started or ("?", delta.request_id, None)
         seconds = "" if arrival is None else f" in {self._clock() - arrival:.3f}s"
         usage = delta.usage

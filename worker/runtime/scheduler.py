@@ -38,7 +38,7 @@ from protocol.messages import (
 from worker.runtime.engine import Engine
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.handoff import Handoff, ShutdownRequest
-from worker.runtime.request_log import RequestLog
+from worker.runtime.request_log import RequestLog, named
 from worker.runtime.stats import WorkerStats
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,9 @@ class Scheduler:
             try:
                 delta = engine.admit(submit)
             except Exception as exc:
-                log.exception("request %s could not start", submit.request_id)
+                log.exception(
+                    "request %s could not start", submit.request_id, extra=named(submit.request_id)
+                )
                 delta = _terminal(submit.request_id, FinishReason.ERROR, internal(exc))
             if delta.finish_reason is None:
                 self._active[submit.request_id] = _Active(submit, engine)

@@ -32,6 +32,7 @@ from protocol.inputs import Op, SpeechInputs
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, Usage
 from protocol.ready import Capability, SpeechInfo, Voice
 from worker.runtime.errors import RequestError, bad_request, internal
+from worker.runtime.request_log import named
 from worker.speech.audio import decode_reference, mono, to_pcm16
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
 from worker.speech.state import ModuleState, RequestState
@@ -127,7 +128,7 @@ class TtsEngine:
         except RequestError as exc:
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())
         except Exception as exc:
-            log.exception("speech request %s could not start", rid)
+            log.exception("speech request %s could not start", rid, extra=named(rid))
             info = internal(exc)
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), info)
         state = RequestState(self._modules, request.seed)
@@ -163,7 +164,7 @@ class TtsEngine:
             except RequestError as exc:
                 return self._end(rid, FinishReason.ERROR, exc.info())
             except Exception as exc:
-                log.exception("speech request %s failed", rid)
+                log.exception("speech request %s failed", rid, extra=named(rid))
                 info = internal(exc)
                 return self._end(rid, FinishReason.ERROR, info)
             speech.frames += int(getattr(result, "token_count", 0) or 0)

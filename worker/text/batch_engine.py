@@ -31,6 +31,7 @@ from protocol.inputs import Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
+from worker.runtime.request_log import named
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -86,7 +87,9 @@ class BatchTextEngine:
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
-            log.exception("request %s could not start", submit.request_id)
+            log.exception(
+                "request %s could not start", submit.request_id, extra=named(submit.request_id)
+            )
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         return request.accepted()
 
@@ -144,7 +147,12 @@ class BatchTextEngine:
             except Exception as exc:
                 entry.error = exc
         if entry.error is not None:
-            log.error("request %s failed: %r", request.request_id, entry.error)
+            log.error(
+                "request %s failed: %r",
+                request.request_id,
+                entry.error,
+                extra=named(request.request_id),
+            )
             self._leave(entry, store=False, in_generator=not ended_by_generator)
             error = entry.error
             info = error.info() if isinstance(error, RequestError) else internal(error)

@@ -34,6 +34,7 @@ from protocol.inputs import Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
+from worker.runtime.request_log import named
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, all_tokens, build_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -218,7 +219,9 @@ class SoloTextEngine:
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
-            log.exception("request %s could not start", submit.request_id)
+            log.exception(
+                "request %s could not start", submit.request_id, extra=named(submit.request_id)
+            )
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         self._active[submit.request_id] = generation
         return generation.request.accepted()
@@ -240,7 +243,7 @@ class SoloTextEngine:
                 token, logprobs = generation.next_token()
                 delta = generation.request.accept(token, logprobs)
             except Exception as exc:
-                log.exception("request %s failed", request_id)
+                log.exception("request %s failed", request_id, extra=named(request_id))
                 error = exc.info() if isinstance(exc, RequestError) else internal(exc)
                 deltas.append(self._remove(request_id, keep=False).end(FinishReason.ERROR, error))
                 continue

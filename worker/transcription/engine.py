@@ -30,6 +30,7 @@ from protocol.inputs import Op, TranscribeInputs
 from protocol.messages import Delta, ErrorInfo, FinishReason, Segment, Submit, Usage
 from protocol.ready import Capability, TranscriptionInfo
 from worker.runtime.errors import RequestError, bad_request, internal
+from worker.runtime.request_log import named
 from worker.transcription.audio_decode import decode_audio
 from worker.transcription.family import require_stt_family
 from worker.transcription.text import TranscriptDeltas
@@ -139,7 +140,7 @@ class SttEngine:
         except RequestError as exc:
             return _failed(rid, exc.info())
         except Exception as exc:
-            log.exception("transcription %s could not start", rid)
+            log.exception("transcription %s could not start", rid, extra=named(rid))
             return _failed(rid, internal(exc))
         self._active[rid] = _Active(rid, run, TranscriptDeltas(), duration)
         return Delta(rid)
@@ -172,7 +173,7 @@ class SttEngine:
                 rid, finish_reason=FinishReason.ERROR, usage=active.usage(), error=exc.info()
             )
         except Exception as exc:
-            log.exception("transcription %s failed", rid)
+            log.exception("transcription %s failed", rid, extra=named(rid))
             del self._active[rid]
             error = internal(exc)
             return Delta(rid, finish_reason=FinishReason.ERROR, usage=active.usage(), error=error)

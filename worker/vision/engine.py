@@ -39,6 +39,7 @@ from protocol.inputs import Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
+from worker.runtime.request_log import named
 from worker.text.request import TextRequest, make_text_request, terminal
 from worker.vision.features import CountingVisionCache, prefill_features
 from worker.vision.model import VisionModel
@@ -137,7 +138,11 @@ class VisionGeneration:
         if result.finish_reason == "length":
             # mlx-vlm's closing result repeats the last token, which was accepted already;
             # TextRequest ends at max_tokens first, so this is reached only if they disagree.
-            log.warning("request %s: mlx-vlm ended at its max_tokens first", request.request_id)
+            log.warning(
+                "request %s: mlx-vlm ended at its max_tokens first",
+                request.request_id,
+                extra=named(request.request_id),
+            )
             self._drain(state)
             return request.end(FinishReason.LENGTH)
         end = FinishReason.STOP if result.finish_reason == "stop" else None
@@ -221,7 +226,9 @@ class VisionEngine:
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
-            log.exception("request %s could not start", submit.request_id)
+            log.exception(
+                "request %s could not start", submit.request_id, extra=named(submit.request_id)
+            )
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
@@ -260,7 +267,7 @@ class VisionEngine:
             try:
                 delta = generation.advance(self._vm, self._state)
             except Exception as exc:
-                log.exception("request %s failed", request_id)
+                log.exception("request %s failed", request_id, extra=named(request_id))
                 error = exc.info() if isinstance(exc, RequestError) else internal(exc)
                 self._end(request_id, keep=False)
                 deltas.append(generation.request.end(FinishReason.ERROR, error))

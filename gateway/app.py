@@ -21,6 +21,7 @@ from gateway.http.auth import APIKeyMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.request_id import RequestIdMiddleware
 from gateway.metrics import Metrics
+from gateway.openapi.docs_page import docs_assets
 from gateway.playground.page import assets as playground_assets
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
@@ -38,7 +39,7 @@ def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
             await engine.stop()
 
     app = Starlette(
-        routes=[*ROUTES, playground_assets()],
+        routes=[*ROUTES, playground_assets(), docs_assets()],
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(AccessLogMiddleware, log_polls=config.log_polls),

@@ -28,68 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.anthropic.content import convert_messages, convert_tools, system_messages
-from gateway.anthropic.context_edits import parse_edits
+from gateway.anthropic.surface import COUNT, CREATE, MAX_STOP_SEQUENCES
 from gateway.chat.request import GenerationRequest
 from gateway.chat.structured import check_keys, json_schema
 from gateway.chat.tools import named_choice, tool_inputs
-from gateway.http.errors import invalid, unknown_field, unsupported
+from gateway.http.errors import invalid, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
 from protocol.inputs import ChatInputs, JsonSchema, SamplingParams
-
-MAX_STOP_SEQUENCES = 16
-
-_PROMPT_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "context_management",
-    }
-)
-_NO_OP_EVERYWHERE = frozenset(
-    {"cache_control", "speed", "user_profile_id", "workspace_id", "billing_policy"}
-)
-# Server-side features, refused unless absent, null or empty.
-_SERVER_SIDE = {
-    "compaction": "server-side compaction",
-    "mcp_servers": "MCP servers called by the server",
-    "thread": "server-held conversation threads",
-    "container": "server-side containers",
-}
-_COUNT_FIELDS = (
-    _PROMPT_FIELDS
-    | _NO_OP_EVERYWHERE
-    | {
-        "chat_template_kwargs",
-        "compaction",
-        "mcp_servers",
-    }
-)
-_CREATE_FIELDS = _COUNT_FIELDS | {
-    "max_tokens",
-    "stop_sequences",
-    "stream",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "seed",
-    "logit_bias",
-    "metadata",
-    "service_tier",
-    "diagnostics",
-    "inference_geo",
-    "container",
-    "thread",
-    "fallbacks",
-    "fallback_credit_token",
-}
 
 
 @dataclass(slots=True)
@@ -102,30 +48,20 @@ class MessagesRequest:
 def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesRequest:
     """A `/v1/messages` body -> the generation request, or a 400 naming a field. `media` says
     which media the model accepts (default: none) and collects the image blocks."""
-    _check_fields(body, _CREATE_FIELDS)
+    CREATE.check(body)
     media = media if media is not None else MediaCollector()
-    for name in ("metadata", "diagnostics"):
-        f.obj(body, name)
-    token = body.get("fallback_credit_token")
-    if token is not None and not isinstance(token, (str, dict)):
-        raise invalid("fallback_credit_token", "`fallback_credit_token` must be a string or object")
-    for name in ("service_tier", "inference_geo"):
-        f.string(body, name)
-    fallbacks = body.get("fallbacks")
-    if fallbacks is not None and fallbacks != "default" and not isinstance(fallbacks, list):
-        raise invalid("fallbacks", "`fallbacks` must be 'default' or an array of models")
-    max_tokens = f.integer(body, "max_tokens", 1)
-    if max_tokens is None:
-        raise invalid("max_tokens", "`max_tokens` is required")
+    max_tokens = f.integer(body, "max_tokens")
+    assert max_tokens is not None  # required by the table
     fields, omit_thinking = _input_fields(body, max_tokens, media)
     stop = _stop_sequences(body)
     sampling = SamplingParams(
         max_tokens=max_tokens,
-        temperature=f.number(body, "temperature", 0, 1),
-        top_p=f.number(body, "top_p", 0, 1, lo_open=True),
-        top_k=f.integer(body, "top_k", 0),
-        min_p=f.number(body, "min_p", 0, 1),
-        repetition_penalty=f.number(body, "repetition_penalty", 0, None, lo_open=True),
+        # Ranges checked by the table (gateway/anthropic/surface.CREATE).
+        temperature=f.plain_number(body, "temperature"),
+        top_p=f.plain_number(body, "top_p"),
+        top_k=f.integer(body, "top_k"),
+        min_p=f.plain_number(body, "min_p"),
+        repetition_penalty=f.plain_number(body, "repetition_penalty"),
         seed=f.seed(body),
         logit_bias=f.logit_bias(body),
         stop=stop,
@@ -142,27 +78,13 @@ def parse_create(body: dict, media: MediaCollector | None = None) -> MessagesReq
 
 def parse_count(body: dict) -> tuple[str, ChatInputs]:
     """A `/v1/messages/count_tokens` body -> (model, the chat inputs to count)."""
-    _check_fields(body, _COUNT_FIELDS)
+    COUNT.check(body)
     # The worker counts text tokens only: an image's token count depends on its processor.
     refusing = MediaCollector(refusal="image blocks in count_tokens (images are not counted)")
     fields, _ = _input_fields(body, None, refusing)
     _constraint(body, fields)
     # Counting samples nothing: the prompt is built as the request's would be, then measured.
     return _model(body), ChatInputs(sampling=SamplingParams(max_tokens=1), **fields)
-
-
-def _check_fields(body: dict, allowed: frozenset[str]) -> None:
-    for name in body:
-        if name not in allowed:
-            raise unknown_field(name)
-    for name, what in _SERVER_SIDE.items():
-        if name in allowed and body.get(name) not in (None, []):
-            raise unsupported(name, what)
-    for name in ("cache_control", "billing_policy"):
-        f.obj(body, name)
-    for name in ("speed", "user_profile_id", "workspace_id"):
-        f.string(body, name)
-    parse_edits(body.get("context_management"))
 
 
 def _model(body: dict) -> str:
@@ -287,7 +209,7 @@ def _task_budget(budget: Any) -> None:
 
 
 def _stop_sequences(body: dict) -> list[str]:
-    value = f.array(body, "stop_sequences") or []
+    value = body.get("stop_sequences") or []  # an array of non-empty strings (the table)
     if len(value) > MAX_STOP_SEQUENCES:
         raise invalid("stop_sequences", f"at most {MAX_STOP_SEQUENCES} `stop_sequences`")
     for item in value:

@@ -14,14 +14,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.http.errors import invalid, unknown_field
+from gateway.http.errors import invalid
 from gateway.openai.fields import INT64_MAX, integer, string
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 from protocol.inputs import EmbedInputs
 from protocol.ready import EmbeddingInfo
 
 ENCODING_FORMATS = ("float", "base64")
-KNOWN_FIELDS = frozenset(
-    {"model", "input", "encoding_format", "dimensions", "user", "truncate_prompt_tokens"}
+TRUNCATE = s.integer(
+    "Extension (vLLM): -1 truncates to the model's limit, k >= 1 keeps the first k tokens.", -1
+)
+EMBEDDING = RequestSchema(
+    {
+        "model": s.string("The served embedding model's id or an alias.", minLength=1),
+        "input": s.structure(
+            {
+                "anyOf": [
+                    {"type": "string", "minLength": 1},
+                    {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+                    {
+                        "type": "array",
+                        "items": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                        "minItems": 1,
+                    },
+                ]
+            },
+            "A string, strings, token ids, or arrays of token ids.",
+        ),
+        "encoding_format": s.structure(
+            {"type": "string", "enum": list(ENCODING_FORMATS)}, "float (default) or base64."
+        ),
+        "dimensions": s.integer("Shorter vectors, for a model trained for them (Matryoshka).", 1),
+        "user": s.accepted(s.string()),
+        "truncate_prompt_tokens": TRUNCATE,
+    },
+    required=("model", "input"),
 )
 
 
@@ -38,19 +67,15 @@ class EmbeddingRequest:
 
 
 def parse_embedding(body: dict[str, Any]) -> EmbeddingRequest:
-    for name in body:
-        if name not in KNOWN_FIELDS:
-            raise unknown_field(name)
+    EMBEDDING.check(body)
     model = string(body, "model")
-    if not model:
-        raise invalid("model", "`model` is required")
-    string(body, "user")  # accepted: no per-user state here
+    assert model is not None  # required by the table
     fmt = string(body, "encoding_format") or "float"
     if fmt not in ENCODING_FORMATS:
         raise invalid(
             "encoding_format", f"`encoding_format` must be one of: {', '.join(ENCODING_FORMATS)}"
         )
-    truncate = integer(body, "truncate_prompt_tokens", -1)
+    truncate = integer(body, "truncate_prompt_tokens")
     if truncate == 0:
         raise invalid(
             "truncate_prompt_tokens",
@@ -60,7 +85,7 @@ def parse_embedding(body: dict[str, Any]) -> EmbeddingRequest:
         model=model,
         inputs=read_input(body.get("input")),
         encoding_format=fmt,
-        dimensions=integer(body, "dimensions", 1),
+        dimensions=integer(body, "dimensions"),
         truncate=truncate,
     )
 

@@ -20,17 +20,52 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.http.errors import invalid, unknown_field
+from gateway.embeddings.request import TRUNCATE
+from gateway.http.errors import invalid
 from gateway.openai.fields import boolean, integer, string
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 from protocol.inputs import ScoreInputs
 from protocol.ready import ScoreInfo
 
-COMMON_FIELDS = frozenset({"model", "user", "truncate_prompt_tokens"})
-RERANK_FIELDS = COMMON_FIELDS | {"query", "documents", "top_n", "return_documents"}
 # vLLM's names for the two sides of /score, in the order it tries them.
 SCORE_SIDES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"),
                ("text_1", "text_2"))  # fmt: skip
-SCORE_FIELDS = COMMON_FIELDS | {name for side in SCORE_SIDES for name in side}
+_COMMON = {
+    "model": s.string("The served reranker's id or an alias.", minLength=1),
+    "user": s.accepted(s.string()),
+    "truncate_prompt_tokens": TRUNCATE,
+}
+_DOCUMENT = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+    ]
+}
+RERANK = RequestSchema(
+    {
+        **_COMMON,
+        "query": s.string("What the documents are ranked against.", minLength=1),
+        "documents": s.structure(
+            {"type": "array", "items": _DOCUMENT, "minItems": 1}, "Strings or {text} objects."
+        ),
+        "top_n": s.integer("Return the n best only (default: all).", 1),
+        "return_documents": s.boolean("Echo each document's text (default true)."),
+    },
+    required=("model", "query", "documents"),
+)
+_TEXTS = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+SCORE = RequestSchema(
+    {
+        **_COMMON,
+        **{
+            name: s.structure(_TEXTS, "One side of the pairs: send one pair of names.")
+            for side in SCORE_SIDES
+            for name in side
+        },
+    },
+    required=("model",),
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +94,7 @@ class ScoreRequest:
 
 
 def parse_rerank(body: dict[str, Any]) -> RerankRequest:
-    _known(body, RERANK_FIELDS)
+    RERANK.check(body)
     model = _model(body)
     query = body.get("query")
     if not isinstance(query, str):
@@ -79,14 +114,14 @@ def parse_rerank(body: dict[str, Any]) -> RerankRequest:
         model=model,
         query=query,
         documents=texts,
-        top_n=integer(body, "top_n", 1),
+        top_n=integer(body, "top_n"),
         return_documents=True if returned is None else returned,
         truncate=_truncate(body),
     )
 
 
 def parse_score(body: dict[str, Any]) -> ScoreRequest:
-    _known(body, SCORE_FIELDS)
+    SCORE.check(body)
     model = _model(body)
     given = [side for side in SCORE_SIDES if side[0] in body and side[1] in body]
     if not given:
@@ -119,12 +154,6 @@ def check_for_model(documents: int, info: ScoreInfo, field: str = "documents") -
             f"{info.max_documents} per request (--max-embedding-inputs)",
             code="too_many_inputs",
         )
-
-
-def _known(body: dict[str, Any], fields: frozenset[str]) -> None:
-    for name in body:
-        if name not in fields:
-            raise unknown_field(name)
 
 
 def _model(body: dict[str, Any]) -> str:

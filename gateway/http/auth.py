@@ -1,5 +1,6 @@
-"""API-key check for every route but /health, the base URL (`/`, `/v1`) and the playground's
-static files (`/playground/...`), as pure ASGI middleware.
+"""API-key check for every route but /health, the base URL (`/`, `/v1`), the playground's
+static files (`/playground/...`) and the API docs page (`/docs`, `/docs/assets/...`), as pure
+ASGI middleware. /openapi.json itself needs the key (the docs page asks for it).
 
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
@@ -14,9 +15,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.http.errors import AUTHENTICATION, APIError
 
-OPEN_PATHS = frozenset({"/health", "/", "/v1"})  # the base URL: clients probe it keyless
-# The playground's scripts and styles: the page loads them before it can ask for the key.
-OPEN_PREFIXES = ("/playground/",)
+# The base URL (clients probe it keyless), and the docs page (gateway/openapi/docs_page.py;
+# "/docs/" redirects to it), which shows nothing of the server until it has fetched
+# /openapi.json with the key.
+OPEN_PATHS = frozenset({"/health", "/", "/v1", "/docs", "/docs/"})
+# The playground's and the docs page's scripts and styles: the pages load them before they can
+# ask for the key.
+OPEN_PREFIXES = ("/playground/", "/docs/assets/")
 
 
 def has_key(headers: list[tuple[bytes, bytes]], api_key: bytes) -> bool:

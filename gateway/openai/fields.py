@@ -7,29 +7,13 @@ naming the field. JSON booleans are not numbers here, although Python's bool is 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field
 from protocol.inputs import SamplingParams
 
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
-
-# Extensions beyond the OpenAI schema that vLLM-style clients send through `extra_body`.
-SAMPLING_EXTENSIONS = frozenset({"top_k", "min_p", "repetition_penalty"})
-
-# Fields both APIs honour through SamplingParams (max_tokens is read by each parser).
-SHARED_SAMPLING = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "stop",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "logit_bias",
-        *SAMPLING_EXTENSIONS,
-    }
-)
 
 
 def _type_name(value: Any) -> str:
@@ -140,28 +124,37 @@ def logit_bias(body: dict) -> dict[int, float] | None:
     return bias
 
 
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
 def seed(body: dict) -> int | None:
-    value = integer(body, "seed", -(2**63), 2**64 - 1)
+    value = integer(body, "seed", *SEED_RANGE)
     # OpenAI seeds are int64; the worker seeds a uint64 generator: same seed, same stream.
     return None if value is None else value % 2**64
 
 
 def top_k(body: dict) -> int | None:
-    value = integer(body, "top_k", -1)
+    value = integer(body, "top_k")
     return 0 if value == -1 else value  # vLLM spells "disabled" -1, mlx-lm spells it 0
 
 
+def plain_number(body: dict, name: str) -> float | None:
+    """A number field whose range the request's table has checked."""
+    return number(body, name, -math.inf, None)
+
+
 def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
-    """SamplingParams from the shared fields; None wherever the client set nothing."""
+    """SamplingParams from the shared fields; None wherever the client set nothing. Their
+    ranges are checked by the request's table first (gateway/openai/surface.SAMPLING)."""
     return SamplingParams(
         max_tokens=max_tokens,
-        temperature=number(body, "temperature", 0, 2),
-        top_p=number(body, "top_p", 0, 1, lo_open=True),
+        temperature=plain_number(body, "temperature"),
+        top_p=plain_number(body, "top_p"),
         top_k=top_k(body),
-        min_p=number(body, "min_p", 0, 1),
-        repetition_penalty=number(body, "repetition_penalty", 0, None, lo_open=True),
-        presence_penalty=number(body, "presence_penalty", -2, 2),
-        frequency_penalty=number(body, "frequency_penalty", -2, 2),
+        min_p=plain_number(body, "min_p"),
+        repetition_penalty=plain_number(body, "repetition_penalty"),
+        presence_penalty=plain_number(body, "presence_penalty"),
+        frequency_penalty=plain_number(body, "frequency_penalty"),
         seed=seed(body),
         logit_bias=logit_bias(body),
         stop=stop_sequences(body),

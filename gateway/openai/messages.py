@@ -47,7 +47,7 @@ def _message(message: Any, path: str, media: MediaCollector) -> dict[str, Any]:
     role = message.get("role")
     if role == "function":
         raise unsupported(f"{path}.role", "role 'function' (use 'tool')")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise invalid(
             f"{path}.role", f"`{path}.role` must be one of {sorted(_ROLES)}, got {role!r}"
         )
@@ -148,6 +148,8 @@ def _content(content: Any, path: str, media: MediaCollector | None) -> str | lis
         if not isinstance(part, dict):
             raise invalid(part_path, f"`{part_path}` must be an object")
         kind = part.get("type")
+        if not isinstance(kind, str):
+            raise invalid(f"{part_path}.type", f"`{part_path}.type` must be a string")
         if kind in _MEDIA_PARTS:
             if media is None:
                 raise unsupported(f"{part_path}.type", f"content part type {kind!r} here")

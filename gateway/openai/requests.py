@@ -3,138 +3,27 @@
 Field policy (never silently ignore what changes the output): every top-level field is either
 honoured (it reaches the worker's inputs or SamplingParams), accepted because it has no local
 meaning, accepted only at its no-op value (e.g. `functions: []`) and otherwise a 400 "not
-supported" naming it, or unknown: a 400 naming it. Combinations this server cannot serve are
+supported" naming it, or unknown: a 400 naming it. The tables in gateway/openai/surface.py say
+which, with each field's type and range; a body is checked against them first. Combinations this server cannot serve are
 400s naming one of their fields. When both `max_tokens` and `max_completion_tokens` are given
 they must agree (else 400 naming `max_tokens`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gateway.chat.request import GenerationRequest
 from gateway.chat.structured import openai_response_format
-from gateway.http.errors import invalid, unknown_field, unsupported
+from gateway.http.errors import invalid, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
 from gateway.openai.messages import normalize_messages
+from gateway.openai.surface import CHAT, COMPLETION, NO_THINKING_EFFORTS
 from gateway.openai.tools import parse_tool_fields
 from protocol.inputs import ChatInputs, CompleteInputs
 
 __all__ = ["GenerationRequest", "parse_chat", "parse_completion", "normalize_prompt"]
-
-MAX_N = 16  # choices per request: each is a worker request of its own
-MAX_TOP_LOGPROBS = 20  # OpenAI's limit
-# `reasoning_effort` values that turn the template's thinking off; the others turn it on.
-_NO_THINKING_EFFORTS = ("none", "minimal")
-_EFFORTS = (*_NO_THINKING_EFFORTS, "low", "medium", "high", "xhigh")
-
-Check = Callable[[dict, str], None]
-
-
-def _never(body: dict, name: str) -> None:
-    if body.get(name) is not None:
-        raise unsupported(name)
-
-
-def _only(*accepted: Any) -> Check:
-    """A field accepted only at values that do not change the output."""
-
-    def check(body: dict, name: str) -> None:
-        value = body.get(name)
-        if value is not None and value not in accepted:
-            raise unsupported(name, f"only {' or '.join(repr(a) for a in accepted)}")
-
-    return check
-
-
-def _typed(read: Callable[[dict, str], Any]) -> Check:
-    def check(body: dict, name: str) -> None:
-        read(body, name)
-
-    return check
-
-
-def _modalities(body: dict, name: str) -> None:
-    value = f.array(body, name)
-    if value is None:
-        return
-    for item in value:
-        if item == "audio":
-            raise unsupported(name, "audio output")
-        if item != "text":
-            raise invalid(name, f"`{name}` may hold only 'text', got {item!r}")
-
-
-# Accepted with no local meaning: type-checked, then dropped.
-_NO_OP: dict[str, Check] = {
-    "user": _typed(f.string),
-    "store": _typed(f.boolean),
-    "metadata": _typed(f.obj),
-    "service_tier": _typed(f.string),
-    "prompt_cache_key": _typed(f.string),
-    "prompt_cache_retention": _typed(f.string),
-    "safety_identifier": _typed(f.string),
-    "prompt_cache_options": f.prompt_cache_options,
-}
-
-_CHAT_CHECKS: dict[str, Check] = {
-    **_NO_OP,
-    "functions": _only([]),
-    "function_call": _only("none", "auto"),
-    "modalities": _modalities,
-    **dict.fromkeys(("audio", "prediction", "web_search_options", "verbosity"), _never),
-    "moderation": _never,  # no moderation model is served
-}
-
-_CHAT_HONOURED = frozenset(
-    {
-        "model",
-        "messages",
-        "stream",
-        "stream_options",
-        "max_tokens",
-        "max_completion_tokens",
-        "n",
-        "chat_template_kwargs",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "logprobs",
-        "top_logprobs",
-        "response_format",
-        "reasoning_effort",
-        *f.SHARED_SAMPLING,
-    }
-)
-
-_COMPLETION_CHECKS: dict[str, Check] = {"user": _typed(f.string)}
-
-_COMPLETION_HONOURED = frozenset(
-    {
-        "model",
-        "prompt",
-        "stream",
-        "stream_options",
-        "max_tokens",
-        "n",
-        "best_of",
-        "echo",
-        "logprobs",
-        "suffix",
-        *f.SHARED_SAMPLING,
-    }
-)
-
-
-def check_fields(body: dict, honoured: frozenset[str], checks: dict[str, Check]) -> None:
-    for name in body:
-        if name not in honoured and name not in checks:
-            raise unknown_field(name)
-    for name, check in checks.items():
-        if name in body:
-            check(body, name)
 
 
 def model_of(body: dict) -> str:
@@ -145,23 +34,21 @@ def model_of(body: dict) -> str:
 
 
 def _n(body: dict) -> int:
-    return f.integer(body, "n", 1, MAX_N) or 1
+    return f.integer(body, "n") or 1
 
 
 def _template_kwargs(body: dict) -> dict[str, Any]:
     kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
     effort = f.string(body, "reasoning_effort")
     if effort is not None:
-        if effort not in _EFFORTS:
-            raise invalid("reasoning_effort", f"`reasoning_effort` must be one of {list(_EFFORTS)}")
         # The template's own switch; an explicit chat_template_kwargs value wins.
-        kwargs.setdefault("enable_thinking", effort not in _NO_THINKING_EFFORTS)
+        kwargs.setdefault("enable_thinking", effort not in NO_THINKING_EFFORTS)
     return kwargs
 
 
 def _chat_logprobs(body: dict) -> int | None:
     wanted = f.boolean(body, "logprobs")
-    top = f.integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    top = f.integer(body, "top_logprobs")
     if top is not None and not wanted:
         raise invalid("top_logprobs", "`top_logprobs` needs `logprobs: true`")
     return (top or 0) if wanted else None
@@ -172,7 +59,7 @@ def parse_chat(
 ) -> GenerationRequest:
     """A `/v1/chat/completions` body -> op "chat" inputs + sampling, or a 400 naming a field.
     `media` says which media the model accepts (default: none) and collects the parts."""
-    check_fields(body, _CHAT_HONOURED, _CHAT_CHECKS)
+    CHAT.check(body)
     model = model_of(body)
     media = media if media is not None else MediaCollector()
     messages = normalize_messages(body.get("messages"), media)
@@ -211,7 +98,7 @@ def parse_chat(
 
 def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
     """A `/v1/completions` body -> op "complete" inputs + sampling, or a 400 naming a field."""
-    check_fields(body, _COMPLETION_HONOURED, _COMPLETION_CHECKS)
+    COMPLETION.check(body)
     model = model_of(body)
     prompt = normalize_prompt(body.get("prompt"))
     n = _n(body)
@@ -222,7 +109,7 @@ def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
         raise unsupported("suffix", "fill-in-the-middle: the served models have none")
     max_tokens = f.integer(body, "max_tokens", 1)
     sampling = f.sampling_params(body, max_tokens or default_max_tokens)
-    sampling.logprobs = f.integer(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    sampling.logprobs = f.integer(body, "logprobs")
     echo = None
     if f.boolean(body, "echo"):
         if not isinstance(prompt, str):

@@ -21,29 +21,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.http.errors import invalid, unknown_field, unsupported
+from gateway.http.errors import invalid, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
 from gateway.openai.messages import normalize_messages
+from gateway.openai.surface import FUNCTION_TOOL, MESSAGE
 from gateway.openai.tools import parse_tool_fields
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 from protocol.inputs import ChatInputs, SamplingParams
 from protocol.messages import TokenizeArgs
 
-_PROMPT_FIELDS = frozenset({"model", "prompt", "add_special_tokens", "return_token_strs"})
-_CHAT_ONLY = frozenset(
+_MODEL = s.string("The served chat model's id or an alias (default: the served one).", minLength=1)
+_STRINGS = s.boolean("Also return each token's string (default false).")
+PROMPT = RequestSchema(
     {
-        "messages",
-        "add_generation_prompt",
-        "continue_final_message",
-        "chat_template",
-        "chat_template_kwargs",
-        "tools",
-        "mm_processor_kwargs",
-        "media_io_kwargs",
-    }
+        "model": _MODEL,
+        "prompt": s.string("The text to tokenize, as a completion request would."),
+        "add_special_tokens": s.boolean("The tokenizer's special tokens (default true)."),
+        "return_token_strs": _STRINGS,
+    },
+    # `prompt` is required too; parse_tokenize says so, naming the other choice (`messages`).
 )
-_CHAT_FIELDS = (_PROMPT_FIELDS - {"prompt"}) | _CHAT_ONLY
-_DETOKENIZE_FIELDS = frozenset({"model", "tokens"})
+CHAT = RequestSchema(
+    {
+        "model": _MODEL,
+        "messages": s.structure(
+            {"type": "array", "items": MESSAGE, "minItems": 1}, "A chat, as chat requests send it."
+        ),
+        "add_generation_prompt": s.boolean("Default: not continue_final_message."),
+        "continue_final_message": s.boolean("Leave the last message open (default false)."),
+        "add_special_tokens": s.boolean("Special tokens on top of the template's (default false)."),
+        "chat_template": s.refused("A chat template from the request."),
+        "chat_template_kwargs": s.obj("Passed to the chat template."),
+        "tools": s.structure({"type": "array", "items": FUNCTION_TOOL}, "Tools, as in chat."),
+        "mm_processor_kwargs": s.accepted(s.obj(), "No media part is tokenized."),
+        "media_io_kwargs": s.accepted(s.obj(), "No media part is tokenized."),
+        "return_token_strs": _STRINGS,
+    },
+    required=("messages",),
+)
+DETOKENIZE = RequestSchema(
+    {
+        "model": _MODEL,
+        "tokens": s.structure(
+            {"type": "array", "items": {"type": "integer", "minimum": 0}}, "Token ids."
+        ),
+    },
+    required=("tokens",),
+)
 _NO_MEDIA = "image and audio parts in /tokenize (their tokens depend on the model's processor)"
 
 
@@ -64,11 +90,11 @@ def parse_tokenize(body: dict[str, Any]) -> TokenizeRequest:
     if "messages" in body and "prompt" in body:
         raise invalid("prompt", "Send either `prompt` or `messages`, not both")
     if "messages" in body:
-        return TokenizeRequest(_checked_model(body, _CHAT_FIELDS), _chat_args(body))
+        return TokenizeRequest(_checked_model(body, CHAT), _chat_args(body))
     for name in body:
-        if name in _CHAT_ONLY:
+        if name in CHAT and name not in PROMPT:
             raise invalid(name, f"`{name}` applies to a chat (a body with `messages`) only")
-    model = _checked_model(body, _PROMPT_FIELDS)
+    model = _checked_model(body, PROMPT)
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         if prompt is None:
@@ -84,7 +110,7 @@ def parse_tokenize(body: dict[str, Any]) -> TokenizeRequest:
 
 def parse_detokenize(body: dict[str, Any]) -> DetokenizeRequest:
     """A `/detokenize` body -> (model, token ids), or a 400 naming a field."""
-    model = _checked_model(body, _DETOKENIZE_FIELDS)
+    model = _checked_model(body, DETOKENIZE)
     tokens = body.get("tokens")
     if not isinstance(tokens, list):
         raise invalid("tokens", "`tokens` must be an array of token ids (integers >= 0)")
@@ -100,11 +126,9 @@ def parse_detokenize(body: dict[str, Any]) -> DetokenizeRequest:
     return DetokenizeRequest(model, ids)
 
 
-def _checked_model(body: dict[str, Any], allowed: frozenset[str]) -> str | None:
-    """`model` (None when left out), once every field is known to be one of `allowed`."""
-    for name in body:
-        if name not in allowed:
-            raise unknown_field(name)
+def _checked_model(body: dict[str, Any], table: RequestSchema) -> str | None:
+    """`model` (None when left out), once the body passed `table`'s check."""
+    table.check(body)
     return f.string(body, "model")
 
 

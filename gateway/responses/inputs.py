@@ -54,6 +54,8 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             raise invalid(path, f"`{path}` must be an object")
         kind = item.get("type", "message" if "role" in item else None)
+        if not isinstance(kind, str):
+            raise invalid(f"{path}.type", f"`{path}.type` must be a string")
         if kind not in _KEYS:
             raise unsupported(f"{path}.type", f"input item type {kind!r}")
         for key in item:
@@ -82,6 +84,8 @@ def text_of(content: Any, path: str) -> str:
         if not isinstance(part, dict):
             raise invalid(part_path, f"`{part_path}` must be an object")
         kind = part.get("type")
+        if not isinstance(kind, str):
+            raise invalid(f"{part_path}.type", f"`{part_path}.type` must be a string")
         if kind == "refusal":
             texts.append(_str(part, "refusal", part_path))
             continue
@@ -115,7 +119,7 @@ class _Turns:
 
     def message(self, item: dict, path: str) -> None:
         role = item.get("role")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise invalid(f"{path}.role", f"`{path}.role` must be one of {sorted(_ROLES)}")
         text = text_of(item.get("content"), f"{path}.content")
         if role == "assistant":

@@ -26,25 +26,14 @@ from typing import Any
 from gateway.chat.request import GenerationRequest
 from gateway.chat.structured import check_keys, json_schema
 from gateway.chat.tools import function_tool, named_choice, tool_inputs
-from gateway.http.errors import APIError, invalid, unknown_field, unsupported
+from gateway.http.errors import APIError, invalid, unsupported
 from gateway.openai import fields as f
 from gateway.responses.inputs import input_messages
 from gateway.responses.store import ResponseStore
+from gateway.responses.surface import CREATE, LOGPROBS_INCLUDE
 from protocol.inputs import ChatInputs, Constraint, JsonObject, SamplingParams
 
-LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _NO_THINKING_EFFORTS = ("none", "minimal")
-_FIELDS = frozenset(
-    {
-        "model", "input", "instructions", "previous_response_id", "store", "max_output_tokens",
-        "temperature", "top_p", "stream", "stream_options", "tools", "tool_choice",
-        "parallel_tool_calls", "text", "reasoning", "top_logprobs", "include", "metadata",
-        "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
-        "service_tier", "truncation", "background", "top_k", "min_p", "repetition_penalty",
-        "chat_template_kwargs", "prompt_cache_options", "max_tool_calls", "moderation",
-        "conversation", "prompt", "context_management", "client_metadata",
-    }
-)  # fmt: skip
 _TOOL_KEYS = {
     "type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers",
 }  # fmt: skip
@@ -60,13 +49,9 @@ class ResponsesRequest:
 
 
 def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> ResponsesRequest:
-    for name in body:
-        if name not in _FIELDS:
-            raise unknown_field(name)
-    _no_ops(body)
+    CREATE.check(body)
     model = f.string(body, "model")
-    if not model:
-        raise invalid("model", "`model` is required")
+    assert model is not None  # required by the table
     previous = f.string(body, "previous_response_id")
     history: list[dict[str, Any]] = []
     if previous is not None:
@@ -90,14 +75,15 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     choice = _tool_choice(body.get("tool_choice"))
     inputs.update(tool_inputs(tools, choice, f.boolean(body, "parallel_tool_calls")))
     logprobs = _logprobs(body)
-    max_tokens = f.integer(body, "max_output_tokens", 1)
+    max_tokens = f.integer(body, "max_output_tokens")
     sampling = SamplingParams(
         max_tokens=max_tokens or default_max_tokens,
-        temperature=f.number(body, "temperature", 0, 2),
-        top_p=f.number(body, "top_p", 0, 1, lo_open=True),
+        # Ranges checked by the table (gateway/responses/surface.CREATE).
+        temperature=f.plain_number(body, "temperature"),
+        top_p=f.plain_number(body, "top_p"),
         top_k=f.top_k(body),
-        min_p=f.number(body, "min_p", 0, 1),
-        repetition_penalty=f.number(body, "repetition_penalty", 0, None, lo_open=True),
+        min_p=f.plain_number(body, "min_p"),
+        repetition_penalty=f.plain_number(body, "repetition_penalty"),
         logprobs=logprobs,
         constraint=_text_format(body),
     )
@@ -125,31 +111,6 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     if f.string(body, "user") is not None:  # a string in the API's schema: absent, not null
         echo["user"] = body["user"]
     return ResponsesRequest(generation, conversation, store_it, logprobs is not None, echo)
-
-
-def _no_ops(body: dict) -> None:
-    for name in ("user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"):
-        f.string(body, name)
-    f.string(body, "service_tier")
-    f.obj(body, "metadata")
-    client = f.obj(body, "client_metadata") or {}
-    if not all(isinstance(v, str) for v in client.values()):
-        raise invalid("client_metadata", "`client_metadata` values must be strings")
-    if body.get("truncation") not in (None, "disabled"):
-        raise unsupported("truncation", "only 'disabled'")
-    if f.boolean(body, "background"):
-        raise unsupported("background", "background responses")
-    f.prompt_cache_options(body)
-    f.integer(body, "max_tool_calls", 0)
-    reasons = {
-        "moderation": "no moderation model is served",
-        "conversation": "the Conversations API is not served; use previous_response_id",
-        "prompt": "stored prompt templates are not served",
-        "context_management": "context compaction is not done here",
-    }
-    for name, why in reasons.items():
-        if body.get(name) is not None:
-            raise unsupported(name, why)
 
 
 def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
@@ -206,11 +167,8 @@ def _echo_choice(choice: str | dict[str, Any] | None) -> Any:
 
 
 def _logprobs(body: dict) -> int | None:
-    include = f.array(body, "include") or []
-    for item in include:
-        if not isinstance(item, str):
-            raise invalid("include", "`include` must be an array of strings")
-    top = f.integer(body, "top_logprobs", 0, 20)
+    include = body.get("include") or []  # strings (the table)
+    top = f.integer(body, "top_logprobs")
     if LOGPROBS_INCLUDE in include or top is not None:
         return top or 0
     return None

@@ -10,20 +10,27 @@ from starlette.responses import JSONResponse
 
 from gateway.engine.errors import SwapFailed
 from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-from gateway.http.errors import SERVER_ERROR, APIError, invalid, unknown_field
+from gateway.http.errors import SERVER_ERROR, APIError, invalid
 from gateway.openai import fields as f
 from gateway.routes.common import engine_of, read_json
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
+
+LOAD = RequestSchema(
+    {
+        "model": s.string("A local checkpoint directory or a hub repo id.", minLength=1),
+        "served_model_name": s.string("The id clients send (default: the directory name)."),
+    },
+    required=("model",),
+)
 
 
 async def load_model(request: Request) -> JSONResponse:
     """`POST /v1/admin/models/load {"model", "served_model_name"?}`: resolve, then swap."""
     body = await read_json(request)
-    for key in body:
-        if key not in ("model", "served_model_name"):
-            raise unknown_field(key)
+    LOAD.check(body)
     model = f.string(body, "model")
-    if not model:
-        raise invalid("model", "`model` is required: a local directory or a hub repo id")
+    assert model is not None  # required by the table
     served_name = f.string(body, "served_model_name")
     try:
         # A hub download can take minutes; keep the event loop serving meanwhile.

@@ -14,14 +14,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gateway.audio.speech.request import KNOWN_FIELDS
+from gateway.audio.speech.request import SPEECH
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.http.multipart import Form
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 
 REF_AUDIO_FILES = ("ref_audio", "voice_audio")
-_NUMBERS = ("speed",)
-_INTEGERS = ("seed",)
-_BOOLEANS = ("stream",)
+# Text parts are read as the JSON field's type says (gateway/audio/speech/request.SPEECH).
+_TYPES = {name: field.schema.get("type") for name, field in SPEECH.fields.items()}
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
@@ -33,7 +34,7 @@ def speech_body(form: Form) -> tuple[dict[str, object], bytes | None]:
     """A speech form as (JSON-like body, uploaded reference audio or None)."""
     body: dict[str, object] = {}
     for name, values in form.fields.items():
-        if name not in KNOWN_FIELDS:
+        if name not in SPEECH:
             raise unknown_field(name)
         if len(values) > 1:
             raise invalid(name, f"`{name}` was given {len(values)} times")
@@ -51,7 +52,8 @@ def speech_body(form: Form) -> tuple[dict[str, object], bytes | None]:
 
 
 def _typed(name: str, text: str) -> object:
-    if name in _NUMBERS:
+    kind = _TYPES.get(name)
+    if kind == "number":
         try:
             value = float(text)
         except ValueError:
@@ -59,12 +61,12 @@ def _typed(name: str, text: str) -> object:
         if not math.isfinite(value):
             raise invalid(name, f"`{name}` must be a finite number")
         return value
-    if name in _INTEGERS:
+    if kind == "integer":
         try:
             return int(text)
         except ValueError:
             raise invalid(name, f"`{name}` must be an integer") from None
-    if name in _BOOLEANS:
+    if kind == "boolean":
         folded = text.strip().lower()
         if folded in _TRUE + _FALSE:
             return folded in _TRUE
@@ -79,7 +81,21 @@ class VoiceUpload:
     transcript: str | None
 
 
-VOICE_FIELDS = frozenset({"name", "audio_sample", "transcript", "type", "consent"})
+VOICE = RequestSchema(
+    {
+        "name": s.string("The voice's name: `voice` in speech requests.", minLength=1),
+        "audio_sample": s.structure(
+            {"type": "string", "contentMediaType": "application/octet-stream"},
+            "The voice's audio file (a few seconds of clean speech).",
+        ),
+        "transcript": s.string("What the sample says (better clones; else the model's own)."),
+        "type": s.limited(
+            s.string(enum=("audio_sample",)), lambda b, n: None, "Only audio_sample."
+        ),
+        "consent": s.accepted(s.string(), "No consent recordings are kept here."),
+    },
+    required=("name", "audio_sample"),
+)
 
 
 def voice_upload(form: Form) -> VoiceUpload:
@@ -90,7 +106,7 @@ def voice_upload(form: Form) -> VoiceUpload:
     be `audio_sample`: voices designed from a text prompt are not available.
     """
     for name in form.names():
-        if name not in VOICE_FIELDS:
+        if name not in VOICE:
             raise unknown_field(name)
     for name, values in form.fields.items():
         if len(values) > 1:

@@ -22,30 +22,52 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.audio.speech.encoding import unsupported_reason
-from gateway.http.errors import invalid, unknown_field
+from gateway.audio.speech.encoding import FORMATS, unsupported_reason
+from gateway.http.errors import invalid
 from gateway.openai.fields import boolean, integer, number, string
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 from protocol.inputs import SpeechInputs
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit
 MAX_REF_AUDIO_BYTES = 10 * 1024 * 1024
 DEFAULT_FORMAT = "mp3"  # OpenAI's default
 STREAM_FORMATS = ("audio", "sse")
-KNOWN_FIELDS = frozenset(
+SEED_RANGE = (0, 2**63 - 1)
+SPEEDS = (0.25, 4.0)
+SPEECH = RequestSchema(
     {
-        "model",
-        "input",
-        "voice",
-        "instructions",
-        "response_format",
-        "speed",
-        "stream",
-        "stream_format",
-        "language",
-        "ref_audio",
-        "ref_text",
-        "seed",
-    }
+        "model": s.string("The served TTS model's id or an alias (e.g. tts-1).", minLength=1),
+        "input": s.string(f"The text to speak, at most {MAX_INPUT_CHARS} characters.", minLength=1),
+        "voice": s.structure(
+            {
+                "anyOf": [
+                    {"type": "string"},
+                    {
+                        "type": "object",
+                        "required": ["id"],
+                        "properties": {"id": {"type": "string"}},
+                    },
+                ]
+            },
+            "A preset voice, a saved voice's name or id, or OpenAI's {id} object.",
+        ),
+        "instructions": s.string("How to speak, for models that take instructions."),
+        "response_format": s.structure(
+            {"type": "string", "enum": list(FORMATS)},
+            "mp3 (default), opus, aac, flac, wav or pcm (what the model's sample rate allows).",
+        ),
+        "speed": s.number("Speaking rate.", *SPEEDS),
+        "stream": s.boolean("The file's bytes as they are encoded."),
+        "stream_format": s.structure(
+            {"type": "string", "enum": list(STREAM_FORMATS)}, "sse: OpenAI's speech events."
+        ),
+        "language": s.string("Extension: the language to speak in."),
+        "ref_audio": s.string("Extension: a clip to clone (base64 or a data: URL)."),
+        "ref_text": s.string("Extension: the transcript of ref_audio."),
+        "seed": s.integer("Extension: same seed, same audio.", *SEED_RANGE),
+    },
+    required=("model", "input"),
 )
 
 
@@ -63,12 +85,9 @@ def parse_speech(
 ) -> SpeechCall:
     """Validate a speech body for a model that speaks at `sample_rate` Hz; `uploaded_ref_audio`
     is a multipart request's reference audio file (then `ref_audio` may not be in `body`)."""
-    for name in body:
-        if name not in KNOWN_FIELDS:
-            raise unknown_field(name)
+    SPEECH.check(body)
     model = string(body, "model")
-    if not model:
-        raise invalid("model", "`model` is required")
+    assert model is not None  # required by the table
     text = string(body, "input")
     if text is None or not text.strip():
         raise invalid("input", "`input` must be a non-empty string")
@@ -98,8 +117,8 @@ def parse_speech(
         ref_text=ref_text,
         instructions=string(body, "instructions"),
         language=string(body, "language"),
-        speed=number(body, "speed", 0.25, 4.0),
-        seed=integer(body, "seed", 0, 2**63 - 1),
+        speed=number(body, "speed", *SPEEDS),
+        seed=integer(body, "seed", *SEED_RANGE),
     )
     return SpeechCall(model, fmt, _mode(body), inputs, voice_by_id=by_id)
 

@@ -24,21 +24,46 @@ from dataclasses import dataclass
 from gateway.audio.transcription.formats import FORMATS
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.http.multipart import Form, UploadedFile
+from gateway.schema import field as s
+from gateway.schema.request import RequestSchema
 from protocol.inputs import TranscribeInputs
 
 TASK_TRANSCRIBE = "transcribe"
 TASK_TRANSLATE = "translate"
-_BOTH = {"file", "model", "prompt", "response_format", "temperature"}
-_TRANSCRIPTION_ONLY = {
-    "language",
-    "timestamp_granularities",
-    "stream",
-    "include",
-    "chunking_strategy",
-}
-# OpenAI fields of newer models (diarization, keyword boosting) this server does not have.
-_UNSUPPORTED = {"known_speaker_names", "known_speaker_references", "keywords", "languages"}
 _STREAM_FORMATS = ("json", "text")
+_FILE = {"type": "string", "contentMediaType": "application/octet-stream"}
+_SHARED = {
+    "file": s.structure(_FILE, "The audio file (wav, mp3, flac, ogg, m4a, webm, ...)."),
+    "model": s.string(
+        "The served speech-recognition model's id or an alias (whisper-1).", minLength=1
+    ),
+    "prompt": s.string("Context: the initial prompt."),
+    "response_format": s.string("json (default), text, srt, verbose_json or vtt.", FORMATS),
+    "temperature": s.number("0 or absent: Whisper's fallback ladder.", 0, 1),
+}
+TRANSLATION = RequestSchema(_SHARED, required=("file", "model"))
+TRANSCRIPTION = RequestSchema(
+    {
+        **_SHARED,
+        "language": s.string("ISO-639-1; absent: detected."),
+        "timestamp_granularities": s.array(
+            "segment (default) and/or word; needs verbose_json.", {"enum": ["word", "segment"]}
+        ),
+        "stream": s.boolean(f"Server-sent events; with {' or '.join(_STREAM_FORMATS)}."),
+        "include": s.limited(
+            s.array(items={"type": "string"}), lambda b, n: None, "Only []: no logprobs."
+        ),
+        "chunking_strategy": s.limited(
+            s.string(enum=("auto",)), lambda b, n: None, "Only auto: long audio is windowed."
+        ),
+        # Fields of OpenAI's newer models (diarization, keyword boosting) this server lacks.
+        **dict.fromkeys(
+            ("known_speaker_names", "known_speaker_references", "keywords", "languages"),
+            s.refused(),
+        ),
+    },
+    required=("file", "model"),
+)
 _TRUE, _FALSE = ("true", "1"), ("false", "0", "")
 
 
@@ -71,14 +96,15 @@ class TranscriptionRequest:
 
 
 def parse_transcription_form(form: Form, task: str) -> TranscriptionRequest:
-    allowed = _BOTH | (_TRANSCRIPTION_ONLY if task == TASK_TRANSCRIBE else set())
+    table = TRANSCRIPTION if task == TASK_TRANSCRIBE else TRANSLATION
     for name in form.names():
         key = name[:-2] if name.endswith("[]") else name
-        if key in allowed:
-            continue
-        if key in _UNSUPPORTED or key in _TRANSCRIPTION_ONLY:
-            raise unsupported(key, None if task == TASK_TRANSCRIBE else "for translations")
-        raise unknown_field(name)
+        if key not in TRANSCRIPTION:
+            raise unknown_field(name)
+        if key not in table:
+            raise unsupported(key, "for translations")
+        if table.fields[key].policy == "refused":
+            raise unsupported(key)
     upload = _file(form)
     response_format = _text(form, "response_format") or "json"
     if response_format not in FORMATS:

@@ -23,12 +23,16 @@ from gateway.http.request_id import RequestIdMiddleware
 from gateway.metrics import Metrics
 from gateway.openapi.docs_page import docs_assets
 from gateway.playground.page import assets as playground_assets
+from gateway.pool.leases import PoolLeases
+from gateway.pool.pool import ModelPool
 from gateway.responses.store import ResponseStore
 from gateway.routes import ROUTES
 
 
-def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
-    """An ASGI app serving `engine` (a `WorkerEngineClient`, or any `EngineClient`)."""
+def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starlette:
+    """An ASGI app serving `engine` (a `WorkerEngineClient`, or any `EngineClient`), or the
+    models of a models file (a `ModelPool`: a worker per model)."""
+    pool = engine if isinstance(engine, ModelPool) else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -44,12 +48,14 @@ def create_app(config: ServerConfig, engine: EngineClient) -> Starlette:
             Middleware(RequestIdMiddleware),
             Middleware(AccessLogMiddleware, log_polls=config.log_polls),
             Middleware(APIKeyMiddleware, api_key=config.api_key),
+            *([Middleware(PoolLeases, pool=pool)] if pool is not None else []),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
     app.state.config = config
     app.state.engine = engine
+    app.state.pool = pool  # None: one worker serves every model
     app.state.metrics = Metrics(engine)  # GET /metrics; observes the engine's requests
     app.state.model_created = int(time.time())  # reset by each model swap
     app.state.responses = ResponseStore()  # previous_response_id and GET /v1/responses/{id}

@@ -34,6 +34,7 @@ class ServerConfig:
     # Generation, passed to the worker as flags of the same names (worker/text/args.py).
     prefill_step_size: int = 2048  # prompt tokens per prefill chunk
     draft_model: str | None = None  # checkpoint directory: speculative decoding
+    adapter_path: str | None = None  # an mlx-lm LoRA adapter directory (models file: adapter)
     num_draft_tokens: int = 3
     kv_bits: int | None = None  # quantized KV cache
     kv_group_size: int = 64

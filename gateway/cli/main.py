@@ -164,6 +164,12 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
 
 @main.command()
 @click.argument("model", required=False)
+@click.option(
+    "--models",
+    "models_file",
+    type=click.Path(dir_okay=False),
+    help="Serve the models of this YAML file, a worker each, loaded on demand (docs/models.md).",
+)
 @click.option("--host", default=DEFAULTS.host, show_default=True)
 @click.option("--port", default=DEFAULTS.port, type=click.IntRange(0, 65535), show_default=True)
 @click.option("--api-key", envvar="VOMLX_API_KEY", help="Require this key (env VOMLX_API_KEY).")
@@ -274,7 +280,12 @@ def serve(model: str | None, **options: Any) -> None:
     configure_logging(
         options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
     )
-    path, default_name = serve_model(model, options)
+    models_file = options.pop("models_file")
+    if models_file is not None:
+        path, default_name = "", ""
+        _check_models_file_flags(model, options)
+    else:
+        path, default_name = serve_model(model, options)
     config = ServerConfig(
         model=path,
         served_model_name=options["served_model_name"] or default_name,
@@ -301,7 +312,8 @@ def serve(model: str | None, **options: Any) -> None:
         **media_config(options),
         **generation_config(options),
     )
-    app = create_app(config, WorkerEngineClient(config))
+    engine: Any = WorkerEngineClient(config) if models_file is None else _pool(models_file, config)
+    app = create_app(config, engine)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -316,13 +328,33 @@ def serve(model: str | None, **options: Any) -> None:
             timeout_graceful_shutdown=config.drain_timeout,
         )
     )
-    click.echo(
-        f"Serving {config.served_model_name} ({path}) on http://{config.host}:{config.port}",
-        err=True,
-    )
+    what = f"the models of {models_file}" if models_file else f"{config.served_model_name} ({path})"
+    click.echo(f"Serving {what} on http://{config.host}:{config.port}", err=True)
     server.run()
     if not server.started:
         sys.exit(3)  # uvicorn's own exit status for a failed startup
+
+
+def _check_models_file_flags(model: str | None, options: dict[str, Any]) -> None:
+    """--models names every model (and each one's options): MODEL and the flags that add a
+    model to the one worker do not go with it."""
+    if model is not None:
+        raise click.UsageError("give MODEL or --models FILE, not both")
+    for name in ("tts_model", "asr_model", "embedding_model", "rerank_model", "draft_model"):
+        if options.get(name):
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} does not go with --models: list it in the file")
+
+
+def _pool(models_file: str, config: ServerConfig) -> Any:
+    from gateway.pool.models_file import ModelsFileError, load_models_file
+    from gateway.pool.pool import ModelPool, resolve_paths
+
+    try:
+        models = load_models_file(models_file)
+        return ModelPool(models, config, resolve_paths(models, lambda p: resolve(p)[0]))
+    except (ModelsFileError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _call(method: str, url: str, api_key: str | None, timeout: float | None, **kw: Any) -> Any:
@@ -363,12 +395,36 @@ def models() -> None:
 @url_option
 @api_key_option
 def load(model: str, served_model_name: str | None, url: str, api_key: str | None) -> None:
-    """Swap the running server to MODEL (a directory or hub repo id, as the server sees it)."""
+    """Swap the running server to MODEL (a directory or hub repo id, as the server sees it);
+    with --models FILE, load that file's model MODEL (an id or alias)."""
     payload: dict[str, str] = {"model": model}
     if served_model_name:
         payload["served_model_name"] = served_model_name
     # A swap drains requests and loads weights (maybe a download): no read timeout.
     result = _call("POST", url.rstrip("/") + "/v1/admin/models/load", api_key, None, json=payload)
+    click.echo(json.dumps(result, indent=2))
+
+
+@models.command("unload")
+@click.argument("model")
+@url_option
+@api_key_option
+def unload(model: str, url: str, api_key: str | None) -> None:
+    """Unload MODEL of a server started with --models FILE (its worker stops)."""
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/unload", api_key, 60.0,
+                   json={"model": model})  # fmt: skip
+    click.echo(json.dumps(result, indent=2))
+
+
+@models.command("pin")
+@click.argument("model")
+@click.option("--unpin", is_flag=True, help="Let the model be evicted again.")
+@url_option
+@api_key_option
+def pin(model: str, unpin: bool, url: str, api_key: str | None) -> None:
+    """Pin MODEL of a server started with --models FILE: it is never evicted."""
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/pin", api_key, 30.0,
+                   json={"model": model, "pinned": not unpin})  # fmt: skip
     click.echo(json.dumps(result, indent=2))
 
 

@@ -185,8 +185,15 @@ class MetricsObserver(EngineObserver):
 
     # -- EngineObserver --------------------------------------------------------------------
 
+    def for_model(self, model: str) -> EngineObserver:
+        """This observer for one model's engine of a models file: its requests labelled with
+        the model's id."""
+        return _OneModel(self, model)
+
     def admitted(self, request_id: str, op: str, arrived: float) -> None:
-        model = self._names.for_op(op)
+        self.admitted_as(self._names.for_op(op), request_id, op, arrived)
+
+    def admitted_as(self, model: str, request_id: str, op: str, arrived: float) -> None:
         series = self._series.get(model)
         if series is None:
             series = self._series[model] = _Series(self, model)
@@ -220,7 +227,10 @@ class MetricsObserver(EngineObserver):
         self.e2e.labels(model).observe(now - request.arrived)
 
     def rejected(self, reason: str) -> None:
-        self.rejections.labels(self._names.main(), reason).inc()
+        self.rejected_as(self._names.main(), reason)
+
+    def rejected_as(self, model: str, reason: str) -> None:
+        self.rejections.labels(model, reason).inc()
 
     def worker_loaded(self, model_name: str, seconds: float) -> None:
         self.load_seconds.labels(model_name).observe(seconds)
@@ -250,3 +260,32 @@ class MetricsObserver(EngineObserver):
             else:
                 series.itl.observe(now - request.last_token)
             request.last_token = now
+
+
+class _OneModel(EngineObserver):
+    """A MetricsObserver as one models-file model's engine reports to it."""
+
+    def __init__(self, inner: MetricsObserver, model: str) -> None:
+        self._inner = inner
+        self._model = model
+
+    def admitted(self, request_id: str, op: str, arrived: float) -> None:
+        self._inner.admitted_as(self._model, request_id, op, arrived)
+
+    def delta(self, delta: Delta, now: float) -> None:
+        self._inner.delta(delta, now)
+
+    def ended(self, request_id: str, terminal: Delta | None, now: float) -> None:
+        self._inner.ended(request_id, terminal, now)
+
+    def rejected(self, reason: str) -> None:
+        self._inner.rejected_as(self._model, reason)
+
+    def worker_loaded(self, model_name: str, seconds: float) -> None:
+        self._inner.worker_loaded(model_name, seconds)
+
+    def worker_crashed(self, model_name: str) -> None:
+        self._inner.worker_crashed(model_name)
+
+    def swap_finished(self, model_name: str, seconds: float, ok: bool) -> None:
+        self._inner.swap_finished(model_name, seconds, ok)

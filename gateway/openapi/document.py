@@ -29,7 +29,7 @@ from gateway.openapi.responses import (
     responses_for,
 )
 from gateway.responses import surface as responses
-from gateway.routes.admin import LOAD
+from gateway.routes.admin import LOAD, MODEL_ONLY, PIN
 from gateway.schema.request import RequestSchema
 
 JSON, FORM = "application/json", "multipart/form-data"
@@ -67,6 +67,8 @@ _OPERATIONS: dict[str, tuple[str, str, dict[str, str]]] = {
     "detokenize": ("Text of token ids (vLLM)", "tokenizer", {JSON: "DetokenizeRequest"}),
     "loadModel": ("Swap the served model", "admin", {JSON: "LoadModelRequest"}),
     "adminStats": ("The worker's counters", "admin", {}),
+    "unloadModel": ("Unload a models-file model", "admin", {JSON: "ModelOnlyRequest"}),
+    "pinModel": ("Pin or unpin a models-file model", "admin", {JSON: "PinModelRequest"}),
 }
 
 _PATH_PARAMETERS = {
@@ -117,6 +119,8 @@ def request_schemas() -> dict[str, dict[str, Any]]:
         },
         "DetokenizeRequest": tokenize.DETOKENIZE.json_schema(),
         "LoadModelRequest": LOAD.json_schema(),
+        "ModelOnlyRequest": MODEL_ONLY.json_schema(),
+        "PinModelRequest": PIN.json_schema(),
     }
 
 

@@ -122,6 +122,7 @@ def _event(kind: str, properties: dict[str, Schema], doc: str = "") -> Schema:
 # -- the schemas -----------------------------------------------------------------------------
 
 ENGINE_STATES = ("starting", "ready", "swapping", "restarting", "failed", "stopped")
+POOL_STATES = ("unloaded", "loading", "ready", "restarting", "failed")  # a models-file model
 FINISH_REASONS = ("stop", "length", "tool_calls")
 ANTHROPIC_ERROR_TYPES = (
     "invalid_request_error",
@@ -316,6 +317,35 @@ COMPONENTS: dict[str, Schema] = {
         ["status", "reason", "model"],
         "No worker is ready: the state and why.",
     ),
+    "PoolHealth": _obj(
+        {
+            "status": _enum("ok", "loading", "failed", "stopped"),
+            "models": _doc(
+                {"type": "object", "additionalProperties": _ref("PoolModelState")},
+                "Every model of the models file, by id.",
+            ),
+        },
+        ["status", "models"],
+        "A server started with --models FILE: 200 while any model is ready or can be loaded.",
+    ),
+    "PoolModelState": _obj(
+        {
+            "state": _enum(*POOL_STATES),
+            "kind": _enum("chat", "tts", "asr", "embed", "rerank", "auto"),
+            "pinned": BOOLEAN,
+            "in_flight": _doc(COUNT, "Requests using it now (it is not evicted meanwhile)."),
+            "estimated_bytes": _doc(COUNT, "Its weights on disk plus its cache budgets."),
+            "worker_pid": INTEGER,
+            "resident_bytes": _doc(_or_null(COUNT), "Its worker's resident size (Linux)."),
+            "reason": _doc(STRING, "Why it failed or is not ready."),
+            "seconds": _doc(NUMBER, "models/load: how long the load took."),
+            "ok": BOOLEAN,
+            "id": STRING,
+            "worker": _ref("WorkerStats"),
+        },
+        ["state", "kind", "pinned", "in_flight", "estimated_bytes"],
+        "A models-file model's state (--models FILE).",
+    ),
     # -- models
     "Model": _obj(
         {
@@ -324,7 +354,18 @@ COMPONENTS: dict[str, Schema] = {
             "created": _doc(INTEGER, "When it was loaded (Unix seconds)."),
             "owned_by": STRING,
             "root": _doc(STRING, "Its checkpoint path."),
-            "state": _ENGINE_STATE,
+            "state": _doc(
+                _enum(*dict.fromkeys(ENGINE_STATES + POOL_STATES)),
+                "The engine's state (`ready` serves); with --models FILE the model's own: "
+                "unloaded, loading, ready, restarting, failed.",
+            ),
+            "kind": _doc(STRING, "--models FILE: the model's kind in the file."),
+            "pinned": _doc(BOOLEAN, "--models FILE: never evicted."),
+            "in_flight": _doc(COUNT, "--models FILE: requests using it now."),
+            "estimated_bytes": _doc(COUNT, "--models FILE: weights on disk + cache budgets."),
+            "worker_pid": _doc(INTEGER, "--models FILE: its worker, once loaded."),
+            "resident_bytes": _doc(_or_null(COUNT), "--models FILE: its worker's RSS (Linux)."),
+            "reason": _doc(STRING, "--models FILE: why it failed or is not ready."),
             "capabilities": _array(
                 STRING,
                 "What it does (`chat`, `complete`, `image_in`, `audio_in`, `speech`, "
@@ -857,17 +898,29 @@ COMPONENTS: dict[str, Schema] = {
             "ok": _const(True),
             "id": _doc(STRING, "The served model's id now."),
             "path": STRING,
-            "result": _all(
-                {
-                    "model": STRING,
-                    "model_path": STRING,
-                    "previous_model": STRING,
-                    "worker_pid": _or_null(INTEGER),
-                    "aborted_requests": _doc(COUNT, "Requests cut off past the drain timeout."),
-                    "seconds": NUMBER,
-                }
-            ),
+            "result": {
+                "anyOf": [
+                    _ref("PoolModelState"),
+                    _all(
+                        {
+                            "model": STRING,
+                            "model_path": STRING,
+                            "previous_model": STRING,
+                            "worker_pid": _or_null(INTEGER),
+                            "aborted_requests": _doc(
+                                COUNT, "Requests cut off past the drain timeout."
+                            ),
+                            "seconds": NUMBER,
+                        }
+                    ),
+                ]
+            },
         }
+    ),
+    "PoolStats": _obj(
+        {"models": {"type": "object", "additionalProperties": _ref("PoolModelState")}},
+        ["models"],
+        "--models FILE: every model's state, and a loaded one's worker counters (`worker`).",
     ),
     "WorkerStats": _all(
         {
@@ -979,6 +1032,7 @@ _ERRORS = {
     413: "The request body exceeds the server's limit (`--max-body-mb`); nothing was parsed.",
     500: "Internal error (a bug, or the worker failed the request); the message names the "
     "request id.",
+    409: "Conflict.",
     502: "Bad gateway.",
     503: "The server cannot take the request now: the admission queue is full (`queue_full`), "
     "no worker is ready (starting, restarting, swapping models: `engine_unavailable`), or the "
@@ -1013,7 +1067,10 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "health": (
         (("GET", "/health"),),
-        _ok("A worker is ready and serves.", _json("Health")),
+        _ok(
+            "A worker is ready and serves (--models FILE: any model is ready or can load).",
+            {JSON: {"schema": {"anyOf": [ref("Health"), ref("PoolHealth")]}}},
+        ),
         {503: "No worker is ready (loading, restarting, swapping, failed): the body says why."},
     ),
     "metrics": (
@@ -1247,8 +1304,30 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "adminStats": (
         (("GET", "/v1/admin/stats"),),
-        _ok("The worker's counters.", _json("WorkerStats")),
+        _ok(
+            "The worker's counters (--models FILE: every model's).",
+            {JSON: {"schema": {"anyOf": [ref("WorkerStats"), ref("PoolStats")]}}},
+        ),
         {503: "No worker is ready to answer."},
+    ),
+    "unloadModel": (
+        (("POST", "/v1/admin/models/unload"),),
+        _ok("The model's worker stopped (--models FILE).", _json("PoolModelState")),
+        {
+            400: "`model` missing or an unknown field, or the server has no models file.",
+            404: _MODEL_404,
+            409: "Requests are using the model (`model_busy`); retry when they end.",
+            413: "",
+        },
+    ),
+    "pinModel": (
+        (("POST", "/v1/admin/models/pin"),),
+        _ok("The model is pinned or unpinned (--models FILE).", _json("PoolModelState")),
+        {
+            400: "`model` missing or an unknown field, or the server has no models file.",
+            404: _MODEL_404,
+            413: "",
+        },
     ),
 }
 
@@ -1304,10 +1383,11 @@ def responses_for(operation_id: str) -> dict[str, Any]:
     statuses.setdefault(500, "")
     for status in sorted(statuses):
         if operation_id == "health" and status == 503:
+            health = {"anyOf": [ref("HealthUnavailable"), ref("PoolHealth")]}
             out["503"] = {
                 "description": statuses[503],
                 "headers": {"x-request-id": _REQUEST_ID},
-                "content": _json("HealthUnavailable"),
+                "content": {JSON: {"schema": health}},
             }
             continue
         out[str(status)] = _error(status, anthropic, statuses[status])

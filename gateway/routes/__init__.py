@@ -53,5 +53,7 @@ ROUTES = [
     Route("/tokenize", tokenize.tokenize, methods=["POST"]),
     Route("/detokenize", tokenize.detokenize, methods=["POST"]),
     Route("/v1/admin/models/load", admin.load_model, methods=["POST"]),
+    Route("/v1/admin/models/unload", admin.unload_model, methods=["POST"]),
+    Route("/v1/admin/models/pin", admin.pin_model, methods=["POST"]),
     Route("/v1/admin/stats", admin.stats, methods=["GET"]),
 ]

@@ -1,18 +1,21 @@
-"""Admin routes (behind the API key): swap the served model, read the worker's stats."""
+"""Admin routes (behind the API key): swap the served model (one worker) or load, unload and
+pin a models file's models (a pool), read the workers' stats."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from gateway.engine.errors import SwapFailed
+from gateway.engine.errors import EngineUnavailable, SwapFailed
 from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
 from gateway.http.errors import SERVER_ERROR, APIError, invalid
 from gateway.openai import fields as f
 from gateway.routes.common import engine_of, read_json
+from gateway.routes.model_names import unknown_model
 from gateway.schema import field as s
 from gateway.schema.request import RequestSchema
 
@@ -31,6 +34,9 @@ async def load_model(request: Request) -> JSONResponse:
     LOAD.check(body)
     model = f.string(body, "model")
     assert model is not None  # required by the table
+    pool = request.app.state.pool
+    if pool is not None:
+        return await _pool_load(request, pool, model, body)
     served_name = f.string(body, "served_model_name")
     try:
         # A hub download can take minutes; keep the event loop serving meanwhile.
@@ -59,5 +65,76 @@ async def load_model(request: Request) -> JSONResponse:
 
 
 async def stats(request: Request) -> JSONResponse:
-    """`GET /v1/admin/stats`: the worker's own counters."""
-    return JSONResponse(await engine_of(request).worker_stats())
+    """`GET /v1/admin/stats`: the worker's own counters (a models file: each loaded model's)."""
+    pool = request.app.state.pool
+    if pool is None:
+        return JSONResponse(await engine_of(request).worker_stats())
+    models: dict[str, Any] = {}
+    for entry in pool.entries.values():
+        models[entry.id] = pool.card(entry)
+        if entry.engine is not None and entry.engine.state == "ready":
+            try:
+                models[entry.id]["worker"] = await entry.engine.worker_stats()
+            except EngineUnavailable:
+                pass  # it went away meanwhile: its state says so
+    return JSONResponse({"models": models})
+
+
+MODEL_ONLY = RequestSchema(
+    {"model": s.string("A models-file model's id or alias.", minLength=1)}, required=("model",)
+)
+PIN = RequestSchema(
+    {
+        "model": s.string("A models-file model's id or alias.", minLength=1),
+        "pinned": s.boolean("true (default): never evicted; false: evictable again."),
+    },
+    required=("model",),
+)
+
+
+async def _pool_load(request: Request, pool: Any, model: str, body: dict) -> JSONResponse:
+    if body.get("served_model_name") is not None:
+        raise invalid("served_model_name", "a models file names its models: send only `model`")
+    entry = _entry(request, model)
+    started = time.monotonic()
+    await pool.load(entry)
+    seconds = round(time.monotonic() - started, 3)
+    card = {"seconds": seconds, **pool.card(entry)}
+    return JSONResponse({"ok": True, "id": entry.id, "path": entry.config.model, "result": card})
+
+
+async def unload_model(request: Request) -> JSONResponse:
+    """`POST /v1/admin/models/unload {"model"}`: stop a models-file model's worker now (409
+    while requests hold it)."""
+    body = await read_json(request)
+    MODEL_ONLY.check(body)
+    entry = _entry(request, body["model"])
+    if not await request.app.state.pool.unload(entry):
+        raise APIError(
+            409,
+            f"The model `{entry.id}` is serving {entry.leases} requests; retry when they end",
+            param="model",
+            code="model_busy",
+        )
+    return JSONResponse({"ok": True, "id": entry.id, **request.app.state.pool.card(entry)})
+
+
+async def pin_model(request: Request) -> JSONResponse:
+    """`POST /v1/admin/models/pin {"model", "pinned"?}`: keep a models-file model loaded
+    (never evicted), or let it go again; pinning does not load it."""
+    body = await read_json(request)
+    PIN.check(body)
+    entry = _entry(request, body["model"])
+    pinned = body.get("pinned")
+    request.app.state.pool.pin(entry, True if pinned is None else pinned)
+    return JSONResponse({"ok": True, "id": entry.id, **request.app.state.pool.card(entry)})
+
+
+def _entry(request: Request, name: str) -> Any:
+    pool = request.app.state.pool
+    if pool is None:
+        raise invalid("model", "only a server started with --models FILE has models to manage")
+    entry = pool.find(name)
+    if entry is None:
+        raise unknown_model(name, pool.served_models())
+    return entry

@@ -11,16 +11,17 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.chat import generation
 from gateway.chat.output import ChoiceOutput
+from gateway.engine.served_models import CHAT
 from gateway.media.parts import MediaCollector
 from gateway.openai.chunks import ChatChunks, usage_dict
 from gateway.openai.logprobs import chat_logprobs
 from gateway.openai.requests import parse_chat
-from gateway.routes.common import check_model, engine_of, read_json
+from gateway.routes.common import check_model, engine_for, read_json
 
 
 async def chat_completions(request: Request) -> Response:
     body = await read_json(request)
-    engine = engine_of(request)
+    engine = await engine_for(request, body.get("model"), CHAT)
     media = MediaCollector.for_engine(engine)
     req = parse_chat(body, request.app.state.config.max_tokens, media)
     check_model(request, req.model)

@@ -14,7 +14,40 @@ from gateway.routes.model_names import resolve_model
 
 
 def engine_of(request: Request) -> EngineClient:
-    return request.app.state.engine
+    """The engine serving this request: the one worker's, or (a models file) the engine of
+    the model `engine_for` picked."""
+    return getattr(request.state, "engine", None) or request.app.state.engine
+
+
+async def engine_for(request: Request, name: Any, kind: str) -> EngineClient:
+    """The engine of the model `name` names, for a request of `kind`. One worker: its engine
+    (the model is checked by the route). A models file: that model's engine, loaded if it was
+    not, leased until the response ends (gateway/pool/leases.py); 404 / 400 naming the model
+    when no model answers to `name` or it does not serve `kind`."""
+    pool = request.app.state.pool
+    if pool is None:
+        return engine_of(request)
+    if not isinstance(name, str) or not name:
+        raise invalid("model", "`model` is required")
+    resolve_model(request, name, kind)
+    entry = pool.find(name)
+    if entry is None:  # an OpenAI default name of a kind: none in a models file
+        raise invalid("model", f"`{name}` names no model of the models file")
+    engine = await pool.acquire(entry)
+    leases = getattr(request.state, "pool_leases", None)
+    if leases is None:
+        leases = request.state.pool_leases = []
+    leases.append(entry)
+    request.state.engine = engine
+    return engine
+
+
+def first_model_of(request: Request, kind: str) -> str | None:
+    """A models file: the id of its first model of `kind` (for routes without a `model`)."""
+    pool = request.app.state.pool
+    if pool is None:
+        return None
+    return next((m.id for m in pool.served_models() if kind in m.kinds), None)
 
 
 async def read_json(request: Request) -> dict[str, Any]:

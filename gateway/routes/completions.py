@@ -11,17 +11,18 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.chat import generation
 from gateway.chat.output import ChoiceOutput
+from gateway.engine.served_models import CHAT
 from gateway.openai.chunks import CompletionChunks, usage_dict
 from gateway.openai.logprobs import completion_logprobs
 from gateway.openai.requests import parse_completion
-from gateway.routes.common import check_model, engine_of, read_json
+from gateway.routes.common import check_model, engine_for, read_json
 
 
 async def completions(request: Request) -> Response:
     body = await read_json(request)
     req = parse_completion(body, request.app.state.config.max_tokens)
     check_model(request, req.model)
-    engine = engine_of(request)
+    engine = await engine_for(request, req.model, CHAT)
     response_id = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     model = engine.model_name

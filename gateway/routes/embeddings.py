@@ -21,7 +21,7 @@ from gateway.engine.protocol import EngineClient
 from gateway.engine.served_models import EMBEDDING
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
-from gateway.routes.common import engine_of, read_json
+from gateway.routes.common import engine_for, read_json
 from gateway.routes.model_names import resolve_model
 from protocol.inputs import EmbedInputs, ScoreInputs
 from protocol.messages import Delta, Usage
@@ -31,7 +31,7 @@ from protocol.ready import EmbeddingInfo
 async def embeddings(request: Request) -> Response:
     body = await read_json(request)
     req = parse_embedding(body)
-    engine = engine_of(request)
+    engine = await engine_for(request, req.model, EMBEDDING)
     ready = engine.ready_info
     if ready is None or engine.state != "ready":
         raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)

@@ -20,14 +20,15 @@ from gateway.anthropic.requests import parse_count, parse_create
 from gateway.chat import generation
 from gateway.engine.errors import WorkerRejected
 from gateway.engine.protocol import EngineClient
+from gateway.engine.served_models import CHAT
 from gateway.http.errors import invalid
 from gateway.media.parts import MediaCollector
-from gateway.routes.common import check_model, engine_of, read_json
+from gateway.routes.common import check_model, engine_for, read_json
 
 
 async def create_message(request: Request) -> Response:
     body = await read_json(request)
-    engine = engine_of(request)
+    engine = await engine_for(request, body.get("model"), CHAT)
     context = None
     if "context_management" in body:
         parse_create(body, MediaCollector.for_engine(engine))  # all checked before any counting
@@ -51,7 +52,7 @@ async def count_tokens(request: Request) -> Response:
     body = await read_json(request)
     model, inputs = parse_count(body)
     check_model(request, model)
-    engine = engine_of(request)
+    engine = await engine_for(request, model, CHAT)
     if "context_management" not in body:
         return JSONResponse({"input_tokens": await _count(engine, inputs)})
     original = await _count(engine, inputs)

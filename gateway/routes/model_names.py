@@ -43,6 +43,9 @@ ADD_ONE = {
 
 
 def models_of(request: Request) -> list[ServedModel]:
+    pool = request.app.state.pool
+    if pool is not None:
+        return pool.served_models()
     config = request.app.state.config
     return served_models(request.app.state.engine, config.model_aliases)
 

@@ -21,6 +21,10 @@ OWNED_BY = "vllm-omni-mlx"
 
 
 def model_card(request: Request, model: ServedModel) -> dict[str, Any]:
+    pool = request.app.state.pool
+    entry = pool.find(model.id) if pool is not None else None
+    if entry is not None:
+        return _pool_card(request, model, pool.card(entry))
     engine = engine_of(request)
     card: dict[str, Any] = {
         "id": model.id,
@@ -41,6 +45,25 @@ def model_card(request: Request, model: ServedModel) -> dict[str, Any]:
         card["aliases"] = list(model.aliases)
     if model.alias_patterns:
         card["alias_patterns"] = list(model.alias_patterns)
+    return card
+
+
+def _pool_card(request: Request, model: ServedModel, info: dict[str, Any]) -> dict[str, Any]:
+    """A models-file model: OpenAI's fields, then its state (unloaded, loading, ready,
+    restarting, failed), kind, capabilities once loaded, aliases, pin and memory."""
+    card: dict[str, Any] = {
+        "id": model.id,
+        "object": "model",
+        "created": request.app.state.model_created,
+        "owned_by": OWNED_BY,
+        "root": model.path,
+        **info,
+    }
+    if model.capabilities:
+        card["capabilities"] = list(model.capabilities)
+    if model.max_context:
+        card["max_model_len"] = model.max_context
+    card["aliases"] = list(model.aliases)
     return card
 
 

@@ -17,7 +17,7 @@ from gateway.embeddings.scoring import check_for_model, parse_rerank, parse_scor
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.served_models import RERANK
 from gateway.http import errors
-from gateway.routes.common import engine_of, read_json
+from gateway.routes.common import engine_for, engine_of, read_json
 from gateway.routes.embeddings import collect
 from gateway.routes.model_names import resolve_model
 from protocol.inputs import ScoreInputs
@@ -27,7 +27,7 @@ from protocol.ready import ScoreInfo
 
 async def rerank(request: Request) -> Response:
     req = parse_rerank(await read_json(request))
-    model, info = _scorer(request, req.model)
+    model, info = await _scorer(request, req.model)
     check_for_model(len(req.documents), info)
     terminal = await _scores(request, req.score_inputs(), len(req.documents), {})
     documents = req.documents if req.return_documents else None
@@ -39,7 +39,7 @@ async def rerank(request: Request) -> Response:
 
 async def score(request: Request) -> Response:
     req = parse_score(await read_json(request))
-    model, info = _scorer(request, req.model)
+    model, info = await _scorer(request, req.model)
     first, second = req.names
     check_for_model(len(req.second), info, second)
     renames = {"query": first, "queries": first, "documents": second}
@@ -48,8 +48,8 @@ async def score(request: Request) -> Response:
     return json_response(score_body(terminal.scores, model, usage, info.method))
 
 
-def _scorer(request: Request, name: str) -> tuple[str, ScoreInfo]:
-    engine = engine_of(request)
+async def _scorer(request: Request, name: str) -> tuple[str, ScoreInfo]:
+    engine = await engine_for(request, name, RERANK)
     ready = engine.ready_info
     if ready is None or engine.state != "ready":
         raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)

@@ -13,12 +13,13 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.chat import generation
 from gateway.chat.output import ChoiceOutput
+from gateway.engine.served_models import CHAT
 from gateway.http.errors import APIError
 from gateway.responses.events import ResponseEvents
 from gateway.responses.objects import ResponseMeta, assistant_turn, output_items
 from gateway.responses.requests import ResponsesRequest, parse_create
 from gateway.responses.store import ResponseStore, StoredResponse
-from gateway.routes.common import check_model, engine_of, read_json
+from gateway.routes.common import check_model, engine_for, read_json
 
 
 def store_of(request: Request) -> ResponseStore:
@@ -31,7 +32,7 @@ async def create_response(request: Request) -> Response:
     parsed = parse_create(body, store, request.app.state.config.max_tokens)
     req = parsed.generation
     check_model(request, req.model)
-    engine = engine_of(request)
+    engine = await engine_for(request, req.model, CHAT)
     meta = ResponseMeta(engine.model_name, parsed.echo)
 
     def on_done(response: dict[str, Any], output: ChoiceOutput) -> None:

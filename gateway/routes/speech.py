@@ -29,7 +29,7 @@ from gateway.engine.protocol import EngineClient
 from gateway.engine.served_models import SPEECH
 from gateway.http.errors import APIError
 from gateway.http.multipart import read_form
-from gateway.routes.common import engine_of, read_json
+from gateway.routes.common import engine_for, engine_of, first_model_of, read_json
 from gateway.routes.model_names import resolve_model
 from protocol.ready import SpeechInfo
 
@@ -41,6 +41,19 @@ def voice_store(request: Request) -> VoiceStore:
     if store is None:
         store = state.voice_store = VoiceStore()
     return store
+
+
+async def _speech_engine(request: Request) -> EngineClient:
+    """The TTS model's engine for routes without a body `model`: the one worker's, or (a
+    models file) the `model` query parameter's, by default the file's first TTS model."""
+    if request.app.state.pool is None:
+        return engine_of(request)
+    name = request.query_params.get("model") or first_model_of(request, SPEECH)
+    if name is None:
+        raise APIError(
+            404, "The models file has no TTS model", param="model", code="model_not_found"
+        )
+    return await engine_for(request, name, SPEECH)
 
 
 def speech_model(engine: EngineClient) -> SpeechInfo:
@@ -76,7 +89,7 @@ async def speech(request: Request) -> Response:
         body, uploaded = speech_body(form)
     else:
         body = await read_json(request)
-    engine = engine_of(request)
+    engine = await engine_for(request, body.get("model"), SPEECH)
     audio = speech_model(engine)
     call = parse_speech(body, audio.sample_rate, uploaded)
     # Its id or path, OpenAI's tts-1 / tts-1-hd / gpt-4o-mini-tts; on a speech-only server
@@ -99,7 +112,7 @@ async def speech(request: Request) -> Response:
 
 
 async def voices(request: Request) -> Response:
-    audio = speech_model(engine_of(request))
+    audio = speech_model(await _speech_engine(request))
     presets = [{"name": v.name, "language": v.language, "type": "preset"} for v in audio.voices]
     saved = [v.public() for v in voice_store(request).list()]
     aliases = [a.public() for a in voice_aliases(request, audio).values()]

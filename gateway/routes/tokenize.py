@@ -16,15 +16,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.engine.errors import WorkerRejected
+from gateway.engine.protocol import EngineClient
+from gateway.engine.served_models import CHAT
 from gateway.http.errors import invalid
 from gateway.openai.tokenize import parse_detokenize, parse_tokenize
-from gateway.routes.common import check_model, engine_of, read_json
+from gateway.routes.common import check_model, engine_for, engine_of, first_model_of, read_json
 
 
 async def tokenize(request: Request) -> Response:
     req = parse_tokenize(await read_json(request))
-    _check_model(request, req.model)
-    engine = engine_of(request)
+    engine = await _engine(request, req.model)
     try:
         tokens, strings = await engine.tokenize(req.args)
     except WorkerRejected as exc:  # e.g. messages the chat template rejects
@@ -43,14 +44,18 @@ async def tokenize(request: Request) -> Response:
 
 async def detokenize(request: Request) -> Response:
     req = parse_detokenize(await read_json(request))
-    _check_model(request, req.model)
+    engine = await _engine(request, req.model)
     try:
-        text = await engine_of(request).detokenize(req.tokens)
+        text = await engine.detokenize(req.tokens)
     except WorkerRejected as exc:  # an id outside the vocabulary
         raise invalid("tokens", str(exc)) from None
     return JSONResponse({"prompt": text})
 
 
-def _check_model(request: Request, model: str | None) -> None:
-    """The named model (default: the main one) must be the chat model: 404 / 400 otherwise."""
-    check_model(request, engine_of(request).model_name if model is None else model)
+async def _engine(request: Request, model: str | None) -> EngineClient:
+    """The named model's engine (default: the main one, a models file's first chat model),
+    which must be a chat model: 404 / 400 otherwise."""
+    if model is None:
+        model = first_model_of(request, CHAT) or engine_of(request).model_name
+    check_model(request, model)
+    return await engine_for(request, model, CHAT)

@@ -33,7 +33,7 @@ from gateway.engine.protocol import EngineClient
 from gateway.engine.served_models import TRANSCRIPTION
 from gateway.http.errors import APIError
 from gateway.http.multipart import read_form
-from gateway.routes.common import engine_of
+from gateway.routes.common import engine_for
 from gateway.routes.model_names import resolve_model
 
 
@@ -55,7 +55,7 @@ async def translations(request: Request) -> Response:
 async def _handle(request: Request, task: str) -> Response:
     form = await read_form(request, request.app.state.config.max_body_bytes)
     req = parse_transcription_form(form, task)
-    engine = engine_of(request)
+    engine = await engine_for(request, req.model, TRANSCRIPTION)
     model = _speech_model(request, engine, req.model)
     if task == TASK_TRANSLATE and not model.can_translate:
         raise APIError(

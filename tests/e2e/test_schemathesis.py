@@ -16,18 +16,15 @@ on load, each with the reason, in `_errata`.
 from __future__ import annotations
 
 import copy
-import zlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, settings
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.support.openai_spec import spec
+from tests.support.schemathesis_runs import bounded, call_and_check, chance
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
 
@@ -82,11 +79,6 @@ def target(
     return {"server": full_server, **_TARGET}
 
 
-def _chance(value: Any) -> float:
-    """A number in [0, 1) fixed by `value`: the hooks' choices replay with their examples."""
-    return zlib.crc32(repr(value).encode()) / 2**32
-
-
 _MODEL_OF = {
     "/chat/completions": "chat",
     "/completions": "chat",
@@ -117,11 +109,11 @@ def _servable(context, body):
     if not isinstance(body, dict) or not _TARGET:
         return body
     path = context.operation.path
-    chance = _chance(body)
+    roll = chance(body)
     kind = _MODEL_OF.get(path)
-    if kind is not None and chance < 0.9:
+    if kind is not None and roll < 0.9:
         body["model"] = _TARGET[kind]
-    if path in _SERVABLE and chance < 0.5:
+    if path in _SERVABLE and roll < 0.5:
         for name in set(body) - _SERVABLE[path]:
             del body[name]
         if path == "/completions" and not isinstance(body.get("prompt"), str):
@@ -139,19 +131,19 @@ def _servable(context, body):
             body["best_of"] = min(body["best_of"], 2)
     if path == "/responses":
         body.setdefault("max_output_tokens", MAX_OUTPUT_TOKENS)
-    if path == "/audio/speech" and chance < 0.7:
+    if path == "/audio/speech" and roll < 0.7:
         body["voice"] = "vivian"
         if isinstance(body.get("input"), str):
             body["input"] = body["input"][:40]
     if path.startswith("/audio/transcriptions") or path.startswith("/audio/translations"):
-        if chance < 0.8:
+        if roll < 0.8:
             body["file"] = _TARGET["wav"]
     return body
 
 
 @SCHEMA.hook("map_path_parameters")
 def _served_model_id(context, path_parameters):
-    if context.operation.path == "/models/{model}" and _TARGET and _chance(path_parameters) < 0.5:
+    if context.operation.path == "/models/{model}" and _TARGET and chance(path_parameters) < 0.5:
         path_parameters["model"] = _TARGET["chat"]
     return path_parameters
 
@@ -162,21 +154,10 @@ def _record(context, case, response):
 
 
 @SCHEMA.parametrize()
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=list(HealthCheck),
-    derandomize=True,
-)
+@bounded(EXAMPLES)
 def test_generated_requests_get_no_5xx_and_conforming_answers(case, target):
     server = target["server"]
-    case.call_and_validate(
-        base_url=f"{server.url}/v1",
-        headers=server.headers,
-        checks=[not_a_server_error, response_schema_conformance],
-        timeout=60,
-    )
+    call_and_check(case, server, f"{server.url}/v1")
 
 
 def test_the_worker_survived_every_generated_request(target):

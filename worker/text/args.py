@@ -28,6 +28,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--prefill-step-size", type=int, default=2048, help="prompt tokens per prefill chunk")
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
+    add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")
     add("--num-draft-tokens", type=int, default=3, help="draft tokens per verification")
     add("--kv-bits", type=int, choices=KV_BITS, help="quantize the KV cache to these bits")
     add("--kv-group-size", type=int, default=64, choices=(32, 64, 128))
@@ -94,7 +95,9 @@ def build_text_engine(args: argparse.Namespace) -> TextEngineSetup:
     from worker.text.solo_engine import SoloTextEngine
 
     settings = generation_settings(args)
-    text_model = load_text_model(args.model, dtype=args.dtype, draft_path=args.draft_model)
+    text_model = load_text_model(
+        args.model, dtype=args.dtype, draft_path=args.draft_model, adapter_path=args.adapter_path
+    )
     if settings.kv_bits is not None:
         for model in (text_model.model, text_model.draft_model):
             check_kv_group_size(model, settings.kv_group_size)

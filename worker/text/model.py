@@ -57,14 +57,17 @@ class TextModel:
     token_texts: Callable[[int], str] | None = None
 
 
-def load_text_model(path: str, dtype: str = "auto", draft_path: str | None = None) -> TextModel:
+def load_text_model(
+    path: str, dtype: str = "auto", draft_path: str | None = None, adapter_path: str | None = None
+) -> TextModel:
     """Loads a local mlx-lm checkpoint directory (and draft model); raises on any failure.
 
     `dtype` "auto" keeps the stored weights' types; "float32" / "float16" / "bfloat16" casts
     the floating-point weights at load (on a Linux CPU float32 is the fast path: see
     launch/blas.py). A draft model whose vocabulary differs from the model's is refused.
+    `adapter_path`: an mlx-lm LoRA adapter directory, applied as mlx_lm.load applies it.
     """
-    model, tokenizer = _load(path, dtype)
+    model, tokenizer = _load(path, dtype, adapter_path)
     config = json.loads((Path(path) / "config.json").read_text())
     text_config = config.get("text_config") or {}
     max_context = config.get("max_position_embeddings") or text_config.get(
@@ -100,15 +103,19 @@ def check_same_vocabulary(tokenizer: Any, draft_tokenizer: Any, draft_path: str)
         )
 
 
-def _load(path: str, dtype: str) -> tuple[nn.Module, TokenizerWrapper]:
+def _load(
+    path: str, dtype: str, adapter_path: str | None = None
+) -> tuple[nn.Module, TokenizerWrapper]:
     if not Path(path).is_dir():
         raise FileNotFoundError(f"model directory {path!r} does not exist")
+    if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"adapter directory {adapter_path!r} has no adapter_config.json")
     if dtype == "auto":
-        return load(path)
+        return load(path, adapter_path=adapter_path)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} (auto, {', '.join(DTYPES)})")
     # Lazy load, then cast before anything is materialized: the weights are read once.
-    model, tokenizer = load(path, lazy=True)
+    model, tokenizer = load(path, adapter_path=adapter_path, lazy=True)
     target = DTYPES[dtype]
     model.set_dtype(target, lambda t: mx.issubdtype(t, mx.floating))
     mx.eval(model.parameters())

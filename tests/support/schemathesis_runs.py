@@ -1,0 +1,37 @@
+"""What the two schemathesis runs share (the vendored OpenAI document, and our own): the
+settings, the hooks' deterministic chances, the call with both checks."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+
+def bounded(examples: int) -> settings:
+    """`examples` requests per operation, explicit and generated, reproducible, no deadline."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
+
+
+def chance(value: Any) -> float:
+    """A number in [0, 1) fixed by `value`: the hooks' choices replay with their examples."""
+    return zlib.crc32(repr(value).encode()) / 2**32
+
+
+def call_and_check(case: Any, server: Any, base_url: str) -> None:
+    """One generated request: no 5xx, and the answer conforms to its documented schema."""
+    case.call_and_validate(
+        base_url=base_url,
+        headers=server.headers,
+        checks=[not_a_server_error, response_schema_conformance],
+        timeout=60,
+    )

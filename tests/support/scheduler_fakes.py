@@ -2,7 +2,8 @@
 
 A FakeEngine emits "a", "b", "c", ... one token per step for each active request; `submit()`
 says how many tokens a request gets and whether the engine refuses it. `Harness` runs the real
-Scheduler over fake engines with a clock the test moves.
+Scheduler over fake engines with a clock the test moves, and a step timer that only the
+engines' `cost` (seconds a step takes) moves: with no costs, every engine's steps take no time.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from worker.runtime.stats import WorkerStats
 class FakeEngine:
     """Emits "a", "b", "c", ... one token per step for every active request."""
 
-    def __init__(self, ops=("complete",)) -> None:
+    def __init__(self, ops=("complete",), cost: float = 0.0) -> None:
         self.ops = frozenset(ops)
         self.active: dict[str, list] = {}  # id -> [generated, max_tokens]
         self.fail_step = False
         self.lose_on_abort = False
         self.steps = 0
+        self.cost = cost  # seconds each step takes on the harness's step timer
+        self.timer: StepTimer | None = None
 
     def admit(self, submit: Submit) -> Delta:
         max_tokens, bad = PLANNED.get(submit.request_id, (3, False))
@@ -42,6 +45,8 @@ class FakeEngine:
 
     def step(self) -> list[Delta]:
         self.steps += 1
+        if self.timer is not None:
+            self.timer.now += self.cost
         if self.fail_step:
             raise RuntimeError("boom")
         deltas = []
@@ -87,6 +92,16 @@ def submit(request_id, max_tokens: int = 3, deadline=None, op="complete", bad=Fa
     return Submit(request_id, _INPUTS[op](max_tokens), True, deadline)
 
 
+class StepTimer:
+    """The scheduler's step timer in tests: moved by the fake engines' step costs only."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Harness:
     def __init__(
         self, max_num_seqs: int = 8, now: float = 1000.0, engines=None, idle_wait: float = 0.01
@@ -97,6 +112,10 @@ class Harness:
         self.now = now
         self.engines = engines or [FakeEngine()]
         self.engine = self.engines[0]
+        self.timer = StepTimer()
+        for engine in self.engines:
+            if isinstance(engine, FakeEngine):
+                engine.timer = self.timer
         self.scheduler = Scheduler(
             self.engines,
             self.handoff,
@@ -105,6 +124,7 @@ class Harness:
             max_num_seqs,
             idle_wait=idle_wait,
             clock=lambda: self.now,
+            timer=self.timer,
         )
 
     def put(self, *items) -> None:

@@ -1,4 +1,5 @@
-"""The scheduler loop with fake engines (no MLX): admission, routing, aborts, deadlines, Steps.
+"""The scheduler loop with fake engines (no MLX): admission, routing, aborts, deadlines, Steps,
+and engines sharing the thread's time (a chat next to speech).
 
 Submits of the wrong field types never reach it: they do not decode (tests/unit/test_protocol.py).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from protocol.messages import ControlReply, ErrorCode, FinishReason, Usage
 from tests.support.scheduler_fakes import FakeEngine, Harness, by_id, submit
 from worker.runtime.handoff import ShutdownRequest
+from worker.runtime.scheduler import SHARE_SLACK, WAKE_CREDIT
 
 
 def test_an_accepted_request_first_gets_an_empty_delta_then_tokens():
@@ -265,3 +267,97 @@ def test_deadlines_passing_on_several_engines_at_once_end_each_with_a_deadline_e
     h.now += 2
     ended = by_id(h.step())
     assert {i: d.error.code for i, d in ended.items()} == dict.fromkeys("ts", ErrorCode.DEADLINE)
+
+
+# -- engines sharing the MLX thread's time (a chat next to speech) ---------------------------
+
+TEXT_STEP, SPEECH_STEP = 0.002, 0.025  # seconds: a small model's decode step, a speech step
+
+
+def _speech_then_chat(chat_tokens: int) -> tuple[Harness, list[str]]:
+    """Speech alone for a while, then a chat: which engine stepped, iteration by iteration
+    ("t", "s" or "ts"), from the chat's first step to its last token."""
+    text = FakeEngine(ops=("complete",), cost=TEXT_STEP)
+    speech = FakeEngine(ops=("speech",), cost=SPEECH_STEP)
+    h = Harness(engines=[text, speech])
+    h.put(submit("s", op="speech", max_tokens=100_000))
+    for _ in range(5):
+        h.step()
+    h.put(submit("c", max_tokens=chat_tokens))
+    h.step()  # the chat is admitted (after the iteration's speech step)
+    order = []
+    while "c" in text.active:
+        before = (text.steps, speech.steps)
+        h.step()
+        order.append("t" * (text.steps - before[0]) + "s" * (speech.steps - before[1]))
+    return h, order
+
+
+def test_an_engine_alone_steps_every_iteration_whatever_its_steps_take():
+    speech = FakeEngine(ops=("speech",), cost=SPEECH_STEP)
+    h = Harness(engines=[FakeEngine(), speech])
+    h.put(submit("s", op="speech", max_tokens=50))
+    for _ in range(11):
+        h.step()
+    assert speech.steps == 10
+
+
+def test_a_short_chat_during_speech_runs_before_the_next_speech_step():
+    _, order = _speech_then_chat(16)  # 32 ms of decode steps: within WAKE_CREDIT
+    assert order == ["t"] * 16
+
+
+def test_a_long_chat_and_speech_share_the_thread_by_time():
+    h, order = _speech_then_chat(500)  # 1 s of decode steps
+    speech_steps = sum(o.count("s") for o in order)
+    text_time, speech_time = 500 * TEXT_STEP, speech_steps * SPEECH_STEP
+    # The chat's credit first, then even shares (to within a step and the slack).
+    assert abs(speech_time - (text_time - WAKE_CREDIT)) <= SPEECH_STEP + SHARE_SLACK
+    assert speech_steps > 10
+
+
+def test_text_decode_steps_run_between_speech_steps():
+    _, order = _speech_then_chat(500)
+    tokens_between = [len(run) for run in "".join(order).split("s")[1:-1]]
+    # After each 25 ms speech step, ~(25 - 5) / 2 decode steps before the speech's turn.
+    assert tokens_between and all(9 <= n <= 14 for n in tokens_between), tokens_between
+
+
+def test_speech_that_starts_during_a_long_chat_is_served_first_then_shares():
+    text = FakeEngine(ops=("complete",), cost=TEXT_STEP)
+    speech = FakeEngine(ops=("speech",), cost=SPEECH_STEP)
+    h = Harness(engines=[text, speech])
+    h.put(submit("c", max_tokens=100_000))
+    for _ in range(50):
+        h.step()
+    h.put(submit("s", op="speech", max_tokens=100_000))
+    h.step()
+    text_before = text.steps
+    for _ in range(2):  # its credit: two 25 ms steps before the chat's next decode step
+        h.step()
+    assert (speech.steps, text.steps) == (2, text_before)
+    for _ in range(400):
+        h.step()
+    assert abs(speech.steps * SPEECH_STEP - (text.steps - text_before) * TEXT_STEP) < 0.1
+
+
+def test_back_to_back_chats_leave_the_speech_about_half_the_thread():
+    text = FakeEngine(ops=("complete",), cost=TEXT_STEP)
+    speech = FakeEngine(ops=("speech",), cost=SPEECH_STEP)
+    h = Harness(engines=[text, speech])
+    h.put(submit("s", op="speech", max_tokens=100_000))
+    for _ in range(5):
+        h.step()
+    start = (text.steps, speech.steps)
+    # Each chat is sent as soon as the one before has ended, and is 44 ms of decode steps:
+    # within WAKE_CREDIT, so a head start as long as WAKE_CREDIT each time would leave the
+    # speech little more than the gaps between chats (a third of the thread).
+    for n in range(20):
+        h.put(submit(f"c{n}", max_tokens=22))
+        h.step()
+        while not any(d.finish_reason for d in h.step() if d.request_id == f"c{n}"):
+            pass
+    text_time = (text.steps - start[0]) * TEXT_STEP
+    speech_time = (speech.steps - start[1]) * SPEECH_STEP
+    # Each chat's head start is no longer than the text engine was idle before it.
+    assert speech_time / (text_time + speech_time) >= 0.45

@@ -1,6 +1,7 @@
 """The scheduler's invariants under random submit / abort / expire / finish sequences.
 
-Several fake engines (no MLX) serve different ops; hypothesis drives random interleavings of
+Several fake engines (no MLX) serve different ops, their steps taking random times (so the
+scheduler's time sharing makes some wait their turn); hypothesis drives random interleavings of
 submits, aborts (of active, waiting, finished and unknown ids), clock jumps past deadlines and
 iterations, and sometimes a shutdown at the end. Whatever the sequence: an iteration never raises, at most one Step goes out per
 iteration, every request's first delta is its accepted one (or its terminal error), and every
@@ -29,8 +30,13 @@ _iterate = st.tuples(st.just("iterate"))
 _actions = st.lists(st.one_of(_submit, _abort, _tick, _iterate), max_size=40)
 
 
-def _run(actions, max_num_seqs: int, shutdown: bool) -> tuple[list[str], dict[str, list]]:
-    engines = [FakeEngine(ops=(op,)) for op in OPS]
+_costs = st.lists(st.sampled_from([0.0, 0.001, 0.02, 0.3]), min_size=3, max_size=3)
+
+
+def _run(
+    actions, max_num_seqs: int, shutdown: bool, costs=(0.0, 0.0, 0.0)
+) -> tuple[list[str], dict[str, list]]:
+    engines = [FakeEngine(ops=(op,), cost=cost) for op, cost in zip(OPS, costs, strict=True)]
     h = Harness(max_num_seqs=max_num_seqs, engines=engines, idle_wait=0)
     submitted: list[str] = []
     seen: dict[str, list] = {}
@@ -60,15 +66,23 @@ def _run(actions, max_num_seqs: int, shutdown: bool) -> tuple[list[str], dict[st
             for delta in getattr(message, "deltas", []):
                 seen.setdefault(delta.request_id, []).append(delta)
     else:
-        for _ in range(4 * len(submitted) + 8):  # enough for every request to finish
+        for _ in range(4 * len(submitted) + 8):
+            iterate()
+        for _ in range(2000):  # engines waiting their turn need more iterations to finish
+            if all(any(d.finish_reason for d in seen.get(i, [])) for i in submitted):
+                break
+            iterate()
+        for _ in range(3):  # and nothing comes after a terminal delta
             iterate()
     return submitted, seen
 
 
 @settings(max_examples=300, deadline=None)
-@given(actions=_actions, max_num_seqs=st.integers(1, 4), shutdown=st.booleans())
-def test_every_request_ends_exactly_once_whatever_the_interleaving(actions, max_num_seqs, shutdown):
-    submitted, seen = _run(actions, max_num_seqs, shutdown)
+@given(actions=_actions, max_num_seqs=st.integers(1, 4), shutdown=st.booleans(), costs=_costs)
+def test_every_request_ends_exactly_once_whatever_the_interleaving(
+    actions, max_num_seqs, shutdown, costs
+):
+    submitted, seen = _run(actions, max_num_seqs, shutdown, costs)
     assert set(seen) == set(submitted)
     for request_id in submitted:
         deltas = seen[request_id]

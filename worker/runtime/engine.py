@@ -1,8 +1,9 @@
 """The interface every modality engine in the worker implements (text, speech out, speech in).
 
 The worker's MLX thread owns one engine per loaded modality and, each iteration, routes new
-Submits to the engine that serves their `op`, applies aborts, calls `step()` on every engine
-with work, and sends all the deltas of that iteration in one Step message. Engines run only
+Submits to the engine that serves their `op`, applies aborts, calls `step()` on the engines
+with work whose turn it is (they take turns by measured step time: worker/runtime/scheduler.py),
+and sends all the deltas of that iteration in one Step message. Engines run only
 on the MLX thread. Invariants each engine keeps:
 - `admit` returns the request's empty "accepted" Delta, or its terminal error Delta when the
   input is bad (RequestError -> ErrorCode.BAD_REQUEST); nothing else;

@@ -5,8 +5,16 @@ engine with continuous batching) own the model work. Each iteration:
 1. drain the abort set, then the inbox (so an abort is never seen before its own Submit);
 2. end aborted and expired requests (the engines apply it between their units of work: decode
    steps, prefill chunks);
-3. `step()` every engine that has active requests (one decode step for every generating
-   request, one prefill chunk for every prefilling one);
+3. `step()` the engines that have active requests (the text engine: one decode step for every
+   generating request, one prefill chunk for every prefilling one; the speech engine: one
+   short unit of audio work per request), sharing the MLX thread's time between them: an
+   engine whose steps so far took more than `SHARE_SLACK` seconds longer than the least-served
+   busy engine's waits this iteration (engines take turns by time, not by step), and an engine
+   that becomes busy next to busy ones starts behind them by as long as it was idle, at most
+   `WAKE_CREDIT` seconds. Alone, an engine steps every iteration; a chat that arrives during
+   speech runs its first `WAKE_CREDIT` seconds of decode steps before the speech's next step,
+   then half the thread, instead of one token per speech step, and back-to-back chats leave
+   the speech at least about half (docs/benchmarks.md, "Chat next to speech");
 4. admit waiting requests (FIFO) while fewer than `max_num_seqs` are active: the engine checks
    and tokenizes each and answers its empty "accepted" Delta, before its prefill starts (that
    is the next iteration's step);
@@ -44,6 +52,13 @@ from worker.runtime.stats import WorkerStats
 log = logging.getLogger(__name__)
 
 _DEADLINE_ERROR = ErrorInfo(code=ErrorCode.DEADLINE, message="the request's deadline passed")
+# How far (seconds of step time) a busy engine may run ahead of the least-served busy one.
+SHARE_SLACK = 0.005
+# How far behind the least-served busy engine one that becomes busy starts, at most: a short
+# request arriving next to long-running work (a chat during speech) is served first, up to
+# this much of its engine's step time, and then the engines share by time. Never more than
+# the engine was idle, so a stream of short requests cannot take more than its share.
+WAKE_CREDIT = 0.05
 
 
 @dataclass(slots=True)
@@ -64,6 +79,7 @@ class Scheduler:
         max_num_seqs: int,
         idle_wait: float = 0.1,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._engines = list(engines)
         self._handoff = handoff
@@ -76,6 +92,13 @@ class Scheduler:
         self._max_num_seqs = max_num_seqs
         self._idle_wait = idle_wait
         self._clock = clock
+        self._timer = timer  # measures steps (the clock is for deadlines)
+        # Seconds of step time each busy engine had since it last became busy (by id), the
+        # ones becoming busy next to busy ones starting behind the least served; and when
+        # each engine last became idle (by id; the scheduler's start for the others).
+        self._served: dict[int, float] = {}
+        self._idle_since: dict[int, float] = {}
+        self._started = timer()
         self._active: dict[str, _Active] = {}
         self._waiting: deque[Submit] = deque()
         self._log = RequestLog()
@@ -166,15 +189,31 @@ class Scheduler:
         return ended
 
     def _step(self, deltas: list[Delta]) -> None:
-        for engine in self._engines:
+        busy = {id(a.engine) for a in self._active.values()}
+        now = self._timer()
+        for key in [k for k in self._served if k not in busy]:
+            del self._served[key]  # idle engines bank no time
+            self._idle_since[key] = now
+        engines = [e for e in self._engines if id(e) in busy]
+        if self._served:  # the engines becoming busy next to busy ones start behind them
+            floor = min(self._served.values())
+            for engine in [e for e in engines if id(e) not in self._served]:
+                idle = now - self._idle_since.get(id(engine), self._started)
+                self._served[id(engine)] = floor - min(WAKE_CREDIT, idle)
+        else:
+            self._served = dict.fromkeys(map(id, engines), 0.0)
+        turn = min((self._served[id(e)] for e in engines), default=0.0) + SHARE_SLACK
+        for engine in engines:
+            if self._served[id(engine)] > turn:
+                continue  # ahead of the others: their turn
             mine = [i for i, a in self._active.items() if a.engine is engine]
-            if not mine:
-                continue
+            started = self._timer()
             try:
                 produced = engine.step()
             except Exception as exc:  # the engine broke its promise; its requests end here
                 log.exception("an engine step failed")
                 produced = engine_failed(engine, mine, exc)
+            self._served[id(engine)] += self._timer() - started
             for delta in produced:
                 self._stats.count_tokens(generated=len(delta.token_ids))
                 if delta.finish_reason is not None:

@@ -1,14 +1,21 @@
 """Speech out on mlx-audio: text -> PCM deltas, implementing `worker.runtime.engine.Engine`.
 
 Each admitted request owns the generator `model.generate(**kwargs)` of its mlx-audio model
-(kwargs from its family, worker/speech/families.py). `step()` advances every active request by one
-yield, round robin, and sends what it produced at once as `Delta(audio=<int16 LE>,
-sample_rate=...)`: a few codec frames for families that stream (Qwen3-TTS, every
-`streaming_interval` seconds of audio), one text segment for the others; audio longer than
-`MAX_DELTA_SECONDS` is sent over several steps. Aborts (and the scheduler's deadlines) take
-effect between yields. Random state and per-module streaming buffers are swapped per request
-(worker/speech/state.py), so a request seeded with S produces, sample for sample, what
-`mx.random.seed(S); model.generate(**kwargs)` produces directly, whatever else runs.
+(kwargs from its family, worker/speech/families.py). `step()` does one bounded unit of work for
+every active request, round robin, and sends what it produced at once as `Delta(audio=<int16
+LE>, sample_rate=...)`. A unit is one yield of the generator, except where that would hold the
+worker's one MLX thread (and the chat requests next to it) long:
+- Qwen3-TTS (streams every `streaming_interval` seconds of audio, 2 codec frames by default):
+  the yield makes only the frames; their codec decoding is recorded and then replayed over the
+  following steps, one decoder stage per step (worker/speech/staged.py), the same computation
+  as mlx-audio's, split where its lazy graph can be evaluated in parts;
+- the other families yield one whole text segment per `next()`, which cannot be split from
+  outside: their unit stays one segment.
+Audio longer than `MAX_DELTA_SECONDS` is sent over several steps. Aborts (and the scheduler's
+deadlines) take effect between units. Random state and per-module streaming buffers are
+swapped per request (worker/speech/state.py), so a request seeded with S produces, sample for
+sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly, whatever else
+runs.
 
 Usage on the terminal delta: prompt_tokens = characters of the input text; completion_tokens =
 the tokens the model generated (GenerationResult.token_count summed: codec frames for Qwen3-TTS,
@@ -23,7 +30,7 @@ import json
 import logging
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,7 @@ from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.request_log import named
 from worker.speech.audio import decode_reference, mono, to_pcm16
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
+from worker.speech.staged import CodecStaging, staging_for
 from worker.speech.state import ModuleState, RequestState
 
 log = logging.getLogger(__name__)
@@ -54,6 +62,9 @@ class _Speech:
     prompt_chars: int
     frames: int = 0
     pending: deque[tuple[bytes, int]] = field(default_factory=deque)  # (pcm, sample_rate)
+    # The staged codec decoding of the chunk the generator last yielded, and that chunk.
+    decoding: Generator[None, None, Any] | None = None
+    result: Any = None
 
     def usage(self) -> Usage:
         return Usage(prompt_tokens=self.prompt_chars, completion_tokens=self.frames)
@@ -82,6 +93,7 @@ class TtsEngine:
         self.languages = [lang.lower() for lang in family.languages(model)]
         self._options = {"streaming_interval": streaming_interval, "max_tokens": max_tokens}
         self._modules = ModuleState(model)
+        self._staging: CodecStaging | None = staging_for(model, family.name)
         self._active: dict[str, _Speech] = {}
         self._max_delta_samples = max(1, int(self.sample_rate * MAX_DELTA_SECONDS))
         self.stats: Any = None  # the worker's WorkerStats, once bound: seconds of speech sent
@@ -158,26 +170,69 @@ class TtsEngine:
         if not speech.pending:
             try:
                 with speech.state:
-                    result = next(speech.generation)
-            except StopIteration:
-                return self._end(rid, FinishReason.STOP)
+                    ended = self._decode(speech) if speech.decoding else self._pull(speech)
             except RequestError as exc:
                 return self._end(rid, FinishReason.ERROR, exc.info())
             except Exception as exc:
                 log.exception("speech request %s failed", rid, extra=named(rid))
                 info = internal(exc)
                 return self._end(rid, FinishReason.ERROR, info)
-            speech.frames += int(getattr(result, "token_count", 0) or 0)
-            self._queue(speech, result)
+            if ended:
+                return self._end(rid, FinishReason.STOP)
             if not speech.pending:
-                return None  # an empty chunk (a stream's end marker): nothing to send
+                return None  # decoding goes on, or an empty chunk (a stream's end marker)
         pcm, rate = speech.pending.popleft()
         if self.stats is not None and rate:
             self.stats.count_speech(len(pcm) / (2 * rate))  # int16 mono: 2 bytes a sample
         return Delta(rid, audio=pcm, sample_rate=rate)
 
-    def _queue(self, speech: _Speech, result: Any) -> None:
-        pcm = to_pcm16(mono(result.audio))
+    def _pull(self, speech: _Speech) -> bool:
+        """One yield of the generator (True at its end); its codec decoding, if staged, is
+        left in `speech.decoding` for the following steps."""
+        if self._staging is None:
+            try:
+                result = next(speech.generation)
+            except StopIteration:
+                return True
+            self._take(speech, result)
+            return False
+        with self._staging.deferring() as ops:
+            try:
+                result = next(speech.generation)
+            except StopIteration:
+                result = None
+        decoding = self._staging.decode(ops)
+        if result is None:
+            _drain(decoding)  # what the generator did at its end (a reset of the codec state)
+            return True
+        speech.decoding, speech.result = decoding, result
+        return False
+
+    def _decode(self, speech: _Speech) -> bool:
+        """One stage of the staged decoding; at its end the chunk's audio is queued."""
+        try:
+            next(speech.decoding)
+            return False
+        except StopIteration as done:
+            audio = done.value
+        result, speech.decoding, speech.result = speech.result, None, None
+        # The audio the generator would have decoded itself; None: the yield decoded nothing,
+        # its audio is its own.
+        if audio is not None and not CodecStaging.yielded_as_decoded(result.audio, audio):
+            raise RuntimeError(
+                "mlx-audio's Qwen3-TTS generator changed the decoder's audio before yielding "
+                "it: the speech engine's staged decoding (worker/speech/staged.py) cannot "
+                "reproduce it"
+            )
+        self._take(speech, result, audio)
+        return False
+
+    def _take(self, speech: _Speech, result: Any, audio: Any = None) -> None:
+        speech.frames += int(getattr(result, "token_count", 0) or 0)
+        self._queue(speech, result.audio if audio is None else audio, result)
+
+    def _queue(self, speech: _Speech, audio: Any, result: Any) -> None:
+        pcm = to_pcm16(mono(audio))
         rate = int(getattr(result, "sample_rate", 0) or self.sample_rate)
         step = 2 * self._max_delta_samples
         for start in range(0, len(pcm), step):
@@ -191,7 +246,8 @@ class TtsEngine:
     def _close(self, speech: _Speech) -> None:
         close = getattr(speech.generation, "close", None)
         if close is not None:
-            with speech.state, contextlib.suppress(Exception):
+            deferring = self._staging.deferring() if self._staging else contextlib.nullcontext()
+            with speech.state, deferring, contextlib.suppress(Exception):
                 close()
 
     # -- validation ----------------------------------------------------------------------
@@ -281,6 +337,14 @@ def _bound_reference_cache(model: Any) -> None:
 
 def _terminal(rid: str, reason: str, usage: Usage, error: ErrorInfo | None = None) -> Delta:
     return Delta(rid, finish_reason=reason, usage=usage, error=error)
+
+
+def _drain(generator: Generator[None, None, Any]) -> Any:
+    while True:
+        try:
+            next(generator)
+        except StopIteration as done:
+            return done.value
 
 
 def load_tts_engine(

@@ -1,6 +1,7 @@
-"""Chat latency while speech is generated in the same worker (issue 15 item 3).
+"""Chat latency while speech is generated: in the same worker, or in workers of their own.
 
     python -m scripts.bench_speech_interleave [--rounds 7] [--tts-size long] [--blas auto]
+        [--shape one-worker | pool]
 
 Starts the real server (`vllm-omni-mlx serve QWEN3 --tts-model TTS`: the tiny random-weight
 qwen3 chat checkpoint with the tiny Qwen3-TTS CustomVoice next to it, both built by
@@ -15,7 +16,10 @@ one kept-alive client):
 
 Prints the chat's medians (alone, during speech) and their ratio, and the speech's audio rate
 (seconds of audio received per second) in the window alone and in the window with chats: what
-the chats cost the speech. Both run on the worker's one MLX thread (worker/runtime/scheduler.py).
+the chats cost the speech. `--shape one-worker` (the default): both run on the worker's one
+MLX thread (worker/runtime/scheduler.py). `--shape pool`: the same two checkpoints from a
+models file (`serve --models`, docs/models.md), each in a worker process of its own, so they
+compete only for the machine's cores.
 """
 
 from __future__ import annotations
@@ -104,14 +108,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=float, default=3.0, help="s of each speech-rate window")
     parser.add_argument("--blas", default="auto", help="the server's --blas")
     parser.add_argument("--json", action="store_true", help="print the raw times as JSON too")
+    parser.add_argument("--shape", choices=("one-worker", "pool"), default="one-worker")
     args = parser.parse_args(argv)
 
     chat_path = ensure_checkpoint("qwen3")
     tts_path = ensure_checkpoint("qwen3_tts", args.tts_size)
-    log = Path(tempfile.mkdtemp(prefix="bench_interleave.")) / "server.log"
-    server = ServerProcess(
-        [str(chat_path), "--tts-model", str(tts_path), "--blas", args.blas], log, api_key=None
-    )
+    tmp = Path(tempfile.mkdtemp(prefix="bench_interleave."))
+    if args.shape == "pool":
+        models = tmp / "models.yaml"
+        models.write_text(
+            f"models:\n  - {{id: {chat_path.name}, path: {chat_path}, preload: true}}\n"
+            f"  - {{id: {tts_path.name}, path: {tts_path}, kind: tts, preload: true}}\n"
+        )
+        serve = ["--models", str(models), "--blas", args.blas]
+    else:
+        serve = [str(chat_path), "--tts-model", str(tts_path), "--blas", args.blas]
+    server = ServerProcess(serve, tmp / "server.log", api_key=None)
     try:
         server.wait_healthy()
         client = httpx.Client(base_url=server.url, timeout=600)
@@ -167,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     during_ms = statistics.median(during) * 1000
     print(
         f"{CHAT_TOKENS}-token greedy chat ({chat_path.name}, completion tokens {sorted(tokens)}) "
-        f"next to {tts_path.name} speech, {args.rounds} rounds, medians"
+        f"next to {tts_path.name} speech ({args.shape}), {args.rounds} rounds, medians"
     )
     print(
         "| chat alone | chat during speech | ratio "

@@ -3,49 +3,11 @@
 // tag: method, path, summary, description, parameters, request body fields and responses.
 // Plain DOM, no innerHTML: every text from the document goes in as text.
 
-const KEY_STORAGE = "vomlx-api-key"; // the playground's key, so one entry serves both pages
+import { apiKey, askForKey } from "../../playground/api.js"; // one key for both pages
+
 const MAX_DEPTH = 4; // how deep nested object fields are listed
 const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
-let pendingKey = null;
 let doc = null;
-
-// -- the API key ------------------------------------------------------------------------------
-
-function apiKey() {
-  return sessionStorage.getItem(KEY_STORAGE) || "";
-}
-
-function setApiKey(key) {
-  if (key) sessionStorage.setItem(KEY_STORAGE, key);
-  else sessionStorage.removeItem(KEY_STORAGE);
-}
-
-function askForKey(reason) {
-  if (pendingKey) return pendingKey;
-  const dialog = document.getElementById("key-dialog");
-  const input = document.getElementById("key-input");
-  document.getElementById("key-reason").textContent = reason;
-  input.value = apiKey();
-  pendingKey = new Promise((resolve) => {
-    dialog.addEventListener(
-      "close",
-      () => {
-        pendingKey = null;
-        if (dialog.returnValue === "save" && input.value.trim()) {
-          setApiKey(input.value.trim());
-          resolve(apiKey());
-        } else {
-          if (dialog.returnValue === "forget") setApiKey("");
-          resolve(null);
-        }
-      },
-      { once: true },
-    );
-  });
-  dialog.showModal();
-  input.focus();
-  return pendingKey;
-}
 
 // Relative, so the page works behind a proxy that mounts the server under a prefix.
 async function fetchDocument() {

@@ -54,6 +54,13 @@ KIND_OF_SPEC = {
     "rerank": (RERANK,),
     "auto": (),  # known once loaded
 }
+EXPECTED_CAPABILITIES = {
+    CHAT: ("chat", "complete"),
+    SPEECH: ("speech",),
+    TRANSCRIPTION: ("transcribe",),
+    EMBEDDING: ("embed",),
+    RERANK: ("rerank", "score"),
+}
 WEIGHT_SUFFIXES = (".safetensors", ".npz", ".gguf", ".bin", ".pt", ".pth")
 RETRY_AFTER = 1.0
 IDLE_CHECK_SECONDS = 1.0
@@ -194,7 +201,8 @@ class ModelPool:
     def _served(self, entry: Entry) -> ServedModel:
         spec = entry.spec
         kinds: tuple[str, ...] = KIND_OF_SPEC[spec.kind]
-        capabilities: tuple[str, ...] = ()
+        # Until it is loaded, what its kind surely does (the worker's Ready says the rest).
+        capabilities = tuple(c for kind in kinds for c in EXPECTED_CAPABILITIES[kind])
         max_context = None
         engine = entry.engine
         if engine is not None and engine.ready_info is not None:

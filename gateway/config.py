@@ -28,6 +28,12 @@ class ServerConfig:
     max_restarts: int | None = None
     restart_window: float = 120.0
     restart_backoff_max: float = 30.0
+    # A worker on another host (`vllm-omni-mlx worker --listen`): the gateway connects to this
+    # tcp://HOST:PORT (and PORT + 1) instead of spawning a worker; CURVE keys from keys_dir
+    # (launch/curve_keys.py), or plain TCP when insecure.
+    remote: str | None = None
+    keys_dir: str | None = None
+    insecure: bool = False
     log_level: str = "info"
     log_format: str = "text"  # text | json (protocol/log_format.py), gateway and worker alike
     log_polls: bool = False  # access-log GET /health and /metrics too (monitors poll them)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import msgpack
 import msgspec
 
+from protocol.host import HOST_MESSAGES
 from protocol.messages import MESSAGES, Message
 
 
@@ -26,7 +27,7 @@ class ProtocolError(ValueError):
 
 
 # Dispatching on the tag first is five times faster than converting against the union.
-_BY_TAG: dict[int, type] = {cls.__struct_config__.tag: cls for cls in MESSAGES}
+_BY_TAG: dict[int, type] = {cls.__struct_config__.tag: cls for cls in (*MESSAGES, *HOST_MESSAGES)}
 
 
 def encode(message: Message) -> bytes:

@@ -265,6 +265,13 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Library for MODEL: auto (from config.json), text (mlx-lm), omni (mlx-vlm).",
 )
+@click.option(
+    "--keys",
+    "keys_dir",
+    type=click.Path(file_okay=False),
+    help="CURVE keys for the models file's remote workers (`keys DIR`: DIR/gateway).",
+)
+@click.option("--insecure", is_flag=True, help="Remote workers over plain TCP (no CURVE).")
 @alias_options
 @embedding_options
 @media_options
@@ -307,6 +314,8 @@ def serve(model: str | None, **options: Any) -> None:
         log_polls=options["log_polls"],
         omni=options["omni"],
         backend=options["backend"],
+        keys_dir=os.path.abspath(options["keys_dir"]) if options["keys_dir"] else None,
+        insecure=options["insecure"],
         **alias_config(options),
         **embedding_config(options),
         **media_config(options),
@@ -352,9 +361,28 @@ def _pool(models_file: str, config: ServerConfig) -> Any:
 
     try:
         models = load_models_file(models_file)
+        _check_remote_security(models, config)
         return ModelPool(models, config, resolve_paths(models, lambda p: resolve(p)[0]))
     except (ModelsFileError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _check_remote_security(models: Any, config: ServerConfig) -> None:
+    """Remote workers need the CURVE keys (--keys DIR), or --insecure for plain TCP."""
+    from gateway.engine.worker_channel import CurveClientKeys
+
+    remote = [spec.id for spec in models.models if spec.remote]
+    if config.keys_dir and config.insecure:
+        raise click.UsageError("--keys and --insecure do not go together")
+    if not remote:
+        return
+    if config.keys_dir:
+        CurveClientKeys.load(config.keys_dir)  # KeysError (a ValueError) names the file
+    elif not config.insecure:
+        raise click.ClickException(
+            f"model {remote[0]!r} is remote: give --keys DIR (CURVE keys, made by "
+            "`vllm-omni-mlx keys DIR`) or --insecure for plain TCP"
+        )
 
 
 def _call(method: str, url: str, api_key: str | None, timeout: float | None, **kw: Any) -> Any:
@@ -500,3 +528,8 @@ def transcribe(file: str, model: str, **options: Any) -> None:
         Path(out).write_text(output, encoding="utf-8")
     else:
         sys.stdout.write(output)
+
+
+# `worker --listen` and `keys` (workers on other hosts); imported last: they use this module's
+# options and register themselves on `main`.
+import gateway.cli.remote  # noqa: E402, F401

@@ -35,12 +35,19 @@ from gateway.engine.admission import Admission
 from gateway.engine.errors import EngineUnavailable, QueueFull, SwapFailed, WorkerRejected
 from gateway.engine.observer import EngineObserver
 from gateway.engine.open_requests import OpenRequests
+from gateway.engine.remote_worker import RemoteHost
 from gateway.engine.request_stream import RequestStream
 from gateway.engine.supervisor import Supervisor
-from gateway.engine.worker_channel import ControlCallFailed, ControlCallRejected, WorkerClient
+from gateway.engine.worker_channel import (
+    ControlCallFailed,
+    ControlCallRejected,
+    CurveClientKeys,
+    WorkerClient,
+)
 from gateway.engine.worker_process import WorkerCommand, default_worker_command
 from gateway.http.request_id import REQUEST_ID
 from protocol import Endpoints
+from protocol.host import HostEvent
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import (
     Abort,
@@ -169,10 +176,22 @@ class WorkerEngineClient:
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind the sockets and spawn the worker; READY arrives later (see health())."""
-        self._dir = tempfile.mkdtemp(prefix="vomlx-", dir=_short_tmp())
-        self._client = WorkerClient(Endpoints.ipc_in(self._dir), self._on_message)
-        self._client.bind()
+        """Bind the sockets and spawn the worker; READY arrives later (see health()). With
+        `config.remote`, connect to that worker host instead and ask it for its worker."""
+        remote = self.config.remote
+        if remote is not None:
+            self._client = WorkerClient(Endpoints.tcp(remote), self._on_message)
+            keys = (
+                None if self.config.insecure else CurveClientKeys.load(self.config.keys_dir or "")
+            )
+            self._client.connect(keys)
+            host = RemoteHost(remote, self._client)
+            self._sup.host = host
+            self._handlers[HostEvent] = host.on_event
+        else:
+            self._dir = tempfile.mkdtemp(prefix="vomlx-", dir=_short_tmp())
+            self._client = WorkerClient(Endpoints.ipc_in(self._dir), self._on_message)
+            self._client.bind()
         self._sup.start(self._client)
 
     async def stop(self) -> None:

@@ -35,3 +35,13 @@ class SwapFailed(Exception):
 class WorkerRejected(Exception):
     """The worker refused a control call's input (e.g. count_tokens on messages its chat
     template rejects); the message says why."""
+
+
+class LaunchError(Exception):
+    """A worker could not be started (the supervisor's LaunchFailure): `retry` False when the
+    same attempt would fail the same way (a missing executable, a refused key)."""
+
+    def __init__(self, message: str, retry: bool = True) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry = retry

@@ -7,6 +7,10 @@ per crash within `restart_window` up to `restart_backoff_max`, so a crash loop n
 server dead for good (only `max_restarts`, when set, gives up). A worker that fails its very
 first load, or speaks another protocol version, is not restarted: restarting it cannot help.
 
+A worker on another host (`host`, gateway/engine/remote_worker.py) goes through the same
+states: its spawn asks the worker host to start one, its kill asks the host to stop it, and
+its exit is what the host reports (or heartbeat silence, as for a local worker).
+
 A swap takes the worker away from `_supervise` first (cancel it), so a worker stopped on
 purpose is never mistaken for a crash, and the old process has exited before the new one is
 spawned: two models are never resident at once.
@@ -31,8 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.config import ServerConfig
-from gateway.engine.errors import SwapFailed
+from gateway.engine.errors import LaunchError, SwapFailed
 from gateway.engine.observer import NO_OBSERVER, EngineObserver
+from gateway.engine.remote_worker import RemoteHost, RemoteWorker
 from gateway.engine.worker_channel import WorkerClient
 from gateway.engine.worker_process import WorkerCommand, WorkerProcess, worker_env
 from protocol.messages import PROTOCOL_VERSION, ControlCall, ControlMethod, Fatal, Ready
@@ -42,6 +47,7 @@ log = logging.getLogger("gateway.engine.supervisor")
 RESTART_BACKOFF = 0.5  # seconds before the first restart; doubles per crash in the window
 EXIT_GRACE = 0.2  # after an exit, time for its last messages (Fatal, final Step) to arrive
 SHUTDOWN_GRACE = 5.0  # a worker asked to shut down is killed after this
+HOST_ANSWER_TIMEOUT = 10.0  # a worker host that does not answer a start this long: retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,9 @@ class Supervisor:
         self.model_path = config.model
         self.model_name = config.served_model_name
         self.loading: tuple[str, str] | None = None  # (path, name) a swap is bringing up
-        self.process: WorkerProcess | None = None
+        self.process: WorkerProcess | RemoteWorker | None = None
+        # A worker on another host (gateway/engine/remote_worker.py): spawn and kill go to it.
+        self.host: RemoteHost | None = None
         self.ready: Ready | None = None
         self._ready_waiter: asyncio.Future[Ready | Fatal] | None = None
         self._fatal: Fatal | None = None
@@ -257,14 +265,11 @@ class Supervisor:
         self._ready_waiter = waiter
         started = time.monotonic()
         try:
-            argv = self._command(self.config, path, self.client.endpoints)
             try:
-                proc = await WorkerProcess.spawn(argv, worker_env(path, self.config))
-            except OSError as exc:
-                log.error("cannot start the worker %s: %s", argv, exc)
-                return LaunchFailure(
-                    f"cannot start the worker ({exc.strerror or type(exc).__name__})", retry=False
-                )
+                proc = await self._spawn(path)
+            except LaunchError as exc:
+                log.error("%s", exc.message)
+                return LaunchFailure(exc.message, exc.retry)
             self.process = proc
             try:
                 failure = await self._handshake(proc, waiter)
@@ -279,8 +284,22 @@ class Supervisor:
         finally:
             self._ready_waiter = None
 
+    async def _spawn(self, path: str) -> WorkerProcess | RemoteWorker:
+        """A local worker process, or the worker host's worker (`self.host`)."""
+        assert self.client is not None
+        if self.host is not None:
+            timeout = min(self.config.ready_timeout, HOST_ANSWER_TIMEOUT)
+            return await self.host.spawn(timeout, self.config.heartbeat_timeout)
+        argv = self._command(self.config, path, self.client.endpoints)
+        try:
+            return await WorkerProcess.spawn(argv, worker_env(path, self.config))
+        except OSError as exc:
+            log.error("cannot start the worker %s: %s", argv, exc)
+            reason = exc.strerror or type(exc).__name__
+            raise LaunchError(f"cannot start the worker ({reason})", retry=False) from None
+
     async def _handshake(
-        self, proc: WorkerProcess, waiter: asyncio.Future[Ready | Fatal]
+        self, proc: WorkerProcess | RemoteWorker, waiter: asyncio.Future[Ready | Fatal]
     ) -> LaunchFailure | None:
         timeout = self.config.ready_timeout
         await asyncio.wait(
@@ -317,7 +336,7 @@ class Supervisor:
         self._forget(proc)
         return failure
 
-    async def _watch(self, proc: WorkerProcess) -> str:
+    async def _watch(self, proc: WorkerProcess | RemoteWorker) -> str:
         """Return why the worker is gone: it exited, or it was silent too long and was killed."""
         assert self.client is not None
         limit = self.config.heartbeat_timeout
@@ -325,13 +344,18 @@ class Supervisor:
             silence = time.monotonic() - self.client.last_seen
             if silence >= limit:
                 await proc.kill_and_wait()
+                if isinstance(proc, RemoteWorker):
+                    return (
+                        f"nothing from the worker host at {proc.host.address} for "
+                        f"{silence:.1f} s (the network or the host is down)"
+                    )
                 return f"worker pid {proc.pid} sent nothing for {silence:.1f} s; killed it"
             await asyncio.wait({proc.exited}, timeout=limit - silence)
             if proc.exited.done():
                 await asyncio.sleep(EXIT_GRACE)  # its last Step or Fatal may still be in flight
                 return self._fatal.message if self._fatal else _exit_text(proc)
 
-    async def _retire(self, proc: WorkerProcess) -> None:
+    async def _retire(self, proc: WorkerProcess | RemoteWorker) -> None:
         """Ask the worker to shut down; kill it if it has not exited after a grace period."""
         assert self.client is not None
         # Fire and forget (call id 0 is never awaited): only its exit matters.
@@ -340,14 +364,14 @@ class Supervisor:
         self._forget(proc)
         self._on_lost("the worker was shut down")
 
-    def _forget(self, proc: WorkerProcess) -> None:
+    def _forget(self, proc: WorkerProcess | RemoteWorker) -> None:
         self._retired_pids.add(proc.pid)
         if self.process is proc:
             self.process = None
             self.ready = None
 
 
-def _exit_text(proc: WorkerProcess) -> str:
+def _exit_text(proc: WorkerProcess | RemoteWorker) -> str:
     """How the worker ended, for /health and errors; its last output goes to the log only."""
     if proc.tail:
         log.error("worker pid %d ended; its last output:\n%s", proc.pid, proc.last_output())

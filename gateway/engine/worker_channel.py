@@ -1,6 +1,9 @@
 """The gateway's end of the ZeroMQ socket pair: bind, send without blocking, receive, call.
 
-The gateway binds both endpoints once; successive workers connect to the same addresses. The
+For a local worker the gateway binds both endpoints once; successive workers connect to the
+same addresses. For a worker on another host (`connect`) the gateway connects to the worker
+host's two TCP endpoints instead, as a CURVE client (or plain, with --insecure); a monitor on
+the sockets tells a refused handshake (a wrong key) from a host that is not there yet. The
 PUSH socket has LINGER 0 and IMMEDIATE so nothing queues for a peer that is gone (a Submit
 meant for a dead worker must not reach its successor) and every send is non-blocking: a send
 to a dead worker fails at once instead of stalling the event loop. ControlCalls are matched
@@ -22,11 +25,15 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 import zmq
+import zmq.auth
+from zmq.utils.monitor import recv_monitor_message
 
+from launch.curve_keys import KeysError, gateway_keys
 from protocol import Endpoints, ProtocolError, decode, encode
 from protocol.inputs import ChatInputs
 from protocol.messages import (
@@ -47,6 +54,43 @@ SEND_RETRY_INTERVAL = 0.01
 # Frames one reader callback handles before it lets other callbacks run (it then continues in
 # a callback of its own): a long burst of worker messages must not starve the HTTP side.
 DRAIN_BURST = 256
+
+
+# ZeroMQ's heartbeats on a worker host's TCP connections (ms): a connection that answers none
+# for HEARTBEAT_TIMEOUT_MS is closed and reconnected (a network drop).
+HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS = 1000, 5000
+_REFUSALS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "this gateway's key is not one it accepts (CURVE)",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: (
+        "the security handshake failed (a wrong server key, or only one side --insecure)"
+    ),
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: (
+        "the security handshake failed (a wrong server key, or only one side --insecure)"
+    ),
+}
+_MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+for _event in _REFUSALS:
+    _MONITORED |= _event
+
+
+@dataclass(frozen=True)
+class CurveClientKeys:
+    """The gateway's CURVE key pair and the worker host's public key (z85 bytes)."""
+
+    public: bytes
+    secret: bytes
+    server_public: bytes
+
+    @classmethod
+    def load(cls, directory: str) -> CurveClientKeys:
+        """From a keys directory (launch/curve_keys.py); KeysError if files are missing."""
+
+        keys = gateway_keys(directory)
+        public, secret = zmq.auth.load_certificate(str(keys.client_secret))
+        server_public, _ = zmq.auth.load_certificate(str(keys.server_public))
+        if secret is None:
+            raise KeysError(f"{keys.client_secret} holds no secret key")
+        return cls(public, secret, server_public)
 
 
 class ControlCallFailed(Exception):
@@ -74,10 +118,51 @@ class WorkerClient:
         self._call_ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None  # set while the reader is on
         self.last_seen = time.monotonic()
+        self._monitors: list[zmq.Socket] = []
+        self._refused: str | None = None
+        self.connected = False  # connect(): a handshake with the host succeeded
 
     def bind(self) -> None:
         self._push.bind(self.endpoints.to_worker)
         self._pull.bind(self.endpoints.from_worker)
+        self._start_reader()
+
+    def connect(self, curve: CurveClientKeys | None) -> None:
+        """Connect to a worker host (CURVE client with `curve`, else plain TCP)."""
+        for sock in (self._push, self._pull):
+            sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            if "[" in self.endpoints.to_worker:  # tcp://[IPv6]:PORT
+                sock.setsockopt(zmq.IPV6, 1)
+            if curve is not None:
+                sock.curve_publickey = curve.public
+                sock.curve_secretkey = curve.secret
+                sock.curve_serverkey = curve.server_public
+            self._monitors.append(sock.get_monitor_socket(_MONITORED))
+        self._push.connect(self.endpoints.to_worker)
+        self._pull.connect(self.endpoints.from_worker)
+        self._start_reader()
+
+    def handshake_failure(self) -> str | None:
+        """Why the host refused our handshake (connect() only), or None; reads the monitors."""
+        for monitor in self._monitors:
+            while True:
+                try:
+                    event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                except (zmq.Again, zmq.ZMQError):
+                    break
+                kind = event["event"]
+                if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self.connected, self._refused = True, None
+                elif kind == zmq.EVENT_DISCONNECTED:
+                    self.connected = False
+                elif kind in _REFUSALS:
+                    self._refused = _REFUSALS[kind]
+        return self._refused
+
+    def _start_reader(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._pull.getsockopt(zmq.FD), self._drain)
         # Frames that arrived before the reader was registered raised no edge: look now.
@@ -140,6 +225,9 @@ class WorkerClient:
             self._loop.remove_reader(self._pull.getsockopt(zmq.FD))
             self._loop = None
         self.fail_calls("the gateway is shutting down")
+        for sock, monitor in zip((self._push, self._pull), self._monitors, strict=False):
+            sock.disable_monitor()
+            monitor.close(linger=0)
         self._push.close(linger=0)
         self._pull.close(linger=0)
         self._ctx.term()

@@ -46,12 +46,20 @@ GENERATION_FLAGS = (
 def default_worker_command(
     config: ServerConfig, model_path: str, endpoints: Endpoints
 ) -> list[str]:
-    argv = [
+    return [
         sys.executable, "-m", "worker",
         "--model", model_path,
         "--to-worker", endpoints.to_worker,
         "--from-worker", endpoints.from_worker,
         "--parent-pid", str(os.getpid()),
+        *worker_arguments(config, model_path)[2:],
+    ]  # fmt: skip
+
+
+def worker_arguments(config: ServerConfig, model_path: str) -> list[str]:
+    """The worker's flags but its sockets and parent (a worker host adds those: worker/host/)."""
+    argv = [
+        "--model", model_path,
         "--max-num-seqs", str(config.max_num_seqs),
         "--heartbeat-interval", str(config.heartbeat_interval),
         "--log-level", config.log_level,

@@ -12,6 +12,9 @@
         preload: true           # loaded at start (default false: on first request)
         adapter: /adapters/sql  # an mlx-lm LoRA adapter directory (chat models)
         options: {max_num_seqs: 8, kv_bits: 8, tool_call_parser: auto}
+      - id: big
+        remote: tcp://gpu-box:7070  # instead of path: a worker host's model (docs/models.md)
+        options: {max_num_seqs: 4}  # REMOTE_OPTIONS only: the host has the worker's flags
 
 `options` are the `serve` flags that apply to one model (OPTIONS, by their ServerConfig names).
 A file that breaks a rule is refused at start with the line and the field named:
@@ -27,6 +30,7 @@ from typing import Any
 import yaml
 
 from gateway.config import ServerConfig
+from protocol.endpoints import BadAddress, parse_tcp
 
 KINDS = ("chat", "tts", "asr", "embed", "rerank", "auto")
 # ServerConfig fields one model's worker takes from its entry's `options`.
@@ -39,6 +43,12 @@ OPTIONS = frozenset(
         "reasoning_parser", "tool_call_parser", "backend", "vision_cache_entries",
         "max_embedding_inputs", "max_embedding_tokens", "embedding_batch_tokens",
     }
+)  # fmt: skip
+# What a `remote` entry's options may set: the gateway's side of a model (admission, limits,
+# liveness); the worker's own flags are given to `vllm-omni-mlx worker` on its host.
+REMOTE_OPTIONS = frozenset(
+    {"max_num_seqs", "max_queue", "queue_timeout", "max_tokens", "drain_timeout",
+     "heartbeat_timeout"}
 )  # fmt: skip
 _TOP = ("max_loaded_models", "memory_budget_gb", "idle_unload_seconds", "models")
 _ENTRY = ("id", "path", "aliases", "kind", "pinned", "preload", "adapter", "options", "remote")
@@ -58,6 +68,7 @@ class ModelSpec:
     preload: bool = False
     adapter: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    remote: str | None = None  # tcp://HOST:PORT of a worker host (then path is "")
 
 
 @dataclass(frozen=True)
@@ -165,7 +176,7 @@ class _Reader:
         idle = 0.0
         if "idle_unload_seconds" in top:
             idle = float(self.number(top["idle_unload_seconds"], "idle_unload_seconds", 0))
-        pinned = sum(m.pinned for m in models)
+        pinned = sum(m.pinned and m.remote is None for m in models)  # remote: not loaded here
         if pinned > max_loaded:
             raise self.fail(
                 top.get("max_loaded_models", root),
@@ -176,13 +187,11 @@ class _Reader:
 
     def entry(self, node: yaml.Node, path: str) -> ModelSpec:
         raw = self.mapping(node, path, _ENTRY)
-        for key in ("id", "path"):
-            if key not in raw:
-                raise self.fail(node, f"{path}.{key}", "is required")
-        if "remote" in raw:
-            raise self.fail(
-                raw["remote"], f"{path}.remote", "workers on other hosts are not available yet"
-            )
+        if "id" not in raw:
+            raise self.fail(node, f"{path}.id", "is required")
+        remote = self.remote(raw, path) if "remote" in raw else None
+        if remote is None and "path" not in raw:
+            raise self.fail(node, f"{path}.path", "is required (or remote: tcp://HOST:PORT)")
         kind = self.string(raw["kind"], f"{path}.kind") if "kind" in raw else "auto"
         if kind not in KINDS:
             raise self.fail(raw["kind"], f"{path}.kind", f"must be one of {', '.join(KINDS)}")
@@ -195,16 +204,42 @@ class _Reader:
         adapter = self.string(raw["adapter"], f"{path}.adapter") if "adapter" in raw else None
         if adapter is not None and kind not in ("chat", "auto"):
             raise self.fail(raw["adapter"], f"{path}.adapter", "only chat models take adapters")
+        options = self.options(raw["options"], f"{path}.options") if "options" in raw else {}
+        if remote is not None:
+            for key in options:
+                if key not in REMOTE_OPTIONS:
+                    raise self.fail(
+                        raw["options"],
+                        f"{path}.options.{key}",
+                        "a worker flag: give it to `vllm-omni-mlx worker` on the remote host",
+                    )
         return ModelSpec(
             id=self.string(raw["id"], f"{path}.id"),
-            path=self.string(raw["path"], f"{path}.path"),
+            path=self.string(raw["path"], f"{path}.path") if remote is None else "",
+            remote=remote,
             kind=kind,
             aliases=aliases,
             pinned=self.boolean(raw["pinned"], f"{path}.pinned") if "pinned" in raw else False,
             preload=self.boolean(raw["preload"], f"{path}.preload") if "preload" in raw else False,
             adapter=adapter,
-            options=self.options(raw["options"], f"{path}.options") if "options" in raw else {},
+            options=options,
         )
+
+    def remote(self, raw: dict[str, Any], path: str) -> str:
+        """A `remote: tcp://HOST:PORT` entry: the host names its model, so no path, no adapter."""
+        address = self.string(raw["remote"], f"{path}.remote")
+        try:
+            parse_tcp(address)
+        except BadAddress as exc:
+            raise self.fail(raw["remote"], f"{path}.remote", str(exc)) from None
+        for key in ("path", "adapter"):
+            if key in raw:
+                raise self.fail(
+                    raw[key],
+                    f"{path}.{key}",
+                    "does not go with remote: the worker host's command line names it",
+                )
+        return address.strip()
 
     def options(self, node: yaml.Node, path: str) -> dict[str, Any]:
         raw = self.mapping(node, path, tuple(sorted(OPTIONS)))

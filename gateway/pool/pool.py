@@ -100,10 +100,12 @@ class Entry:
 
 
 def entry_config(base: ServerConfig, spec: ModelSpec, path: str) -> ServerConfig:
-    """The worker config of one model: the server's, its path and name, its own options."""
+    """The worker config of one model: the server's, its path and name, its own options (a
+    remote entry: its worker host's address as both `remote` and the model shown)."""
     return dataclasses.replace(
         base,
-        model=path,
+        model=spec.remote or path,
+        remote=spec.remote,
         served_model_name=spec.id,
         omni=spec.kind in ("tts", "asr"),
         adapter_path=spec.adapter,
@@ -156,8 +158,9 @@ class ModelPool:
         self._clock = clock
         self.entries: dict[str, Entry] = {}
         for spec in models.models:
-            config = entry_config(base, spec, paths[spec.id])
-            estimate = estimate_bytes(paths[spec.id], config, spec.kind)
+            config = entry_config(base, spec, paths.get(spec.id, ""))
+            # A remote model takes no memory here: outside max_loaded_models and the budget.
+            estimate = 0 if spec.remote else estimate_bytes(paths[spec.id], config, spec.kind)
             self.entries[spec.id] = Entry(spec, config, estimate, pinned=spec.pinned)
         self.budget = (
             int(models.memory_budget_gb * 2**30) if models.memory_budget_gb is not None else None
@@ -230,7 +233,10 @@ class ModelPool:
         if entry.engine is not None and entry.engine.ready_info is not None:
             pid = entry.engine.ready_info.pid
             info["worker_pid"] = pid
-            info["resident_bytes"] = resident_bytes(pid)
+            if entry.spec.remote:
+                info["remote"] = entry.spec.remote  # its pid is on that host
+            else:
+                info["resident_bytes"] = resident_bytes(pid)
         if entry.failure:
             info["reason"] = entry.failure
         elif entry.engine is not None and entry.engine.reason and entry.state != "ready":
@@ -369,7 +375,11 @@ class ModelPool:
             victims = [
                 e
                 for e in self.entries.values()
-                if e is not entry and e.engine is not None and not e.leases and not e.pinned
+                if e is not entry
+                and e.engine is not None
+                and not e.leases
+                and not e.pinned
+                and not e.spec.remote
             ]
             if victims:
                 victim = min(victims, key=lambda e: e.last_used)
@@ -393,7 +403,13 @@ class ModelPool:
                 await self._lock.acquire()
 
     def _fits(self, entry: Entry) -> bool:
-        loaded = [e for e in self.entries.values() if e.engine is not None and e is not entry]
+        if entry.spec.remote:
+            return True  # its memory is another host's
+        loaded = [
+            e
+            for e in self.entries.values()
+            if e.engine is not None and e is not entry and not e.spec.remote
+        ]
         if len(loaded) >= self.models.max_loaded_models:
             return False
         if self.budget is None:
@@ -446,5 +462,10 @@ def _gib(size: int) -> str:
 
 
 def resolve_paths(models: ModelsFile, resolve: Callable[[str], str]) -> dict[str, str]:
-    """Each model id's checkpoint directory (`resolve` turns a hub id into one)."""
-    return {spec.id: resolve(os.path.expanduser(spec.path)) for spec in models.models}
+    """Each local model id's checkpoint directory (`resolve` turns a hub id into one); a
+    remote model's worker host knows its own."""
+    return {
+        spec.id: resolve(os.path.expanduser(spec.path))
+        for spec in models.models
+        if spec.remote is None
+    }

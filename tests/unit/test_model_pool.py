@@ -188,3 +188,19 @@ async def test_a_model_that_fails_to_load_is_reported_and_others_serve(tmp_path)
         assert "reason" in body["models"]["bad"]
     finally:
         await pool.stop()
+
+
+def test_a_remote_model_takes_no_room_here_and_its_worker_config_names_its_host(tmp_path):
+    from gateway.pool.pool import Entry
+
+    remote = ModelSpec(id="far", path="", kind="chat", remote="tcp://gpu:7070")
+    pool = _pool(tmp_path, FakeWorkers(tmp_path), _spec("a"), remote, max_loaded_models=1,
+                 memory_budget_gb=0.001)  # fmt: skip
+    far, local = pool.entries["far"], pool.entries["a"]
+    assert far.estimate == 0 and far.config.remote == "tcp://gpu:7070"
+    assert far.config.model == "tcp://gpu:7070" and local.config.remote is None
+    far.engine = object()  # type: ignore[assignment]  # loaded: it still takes no room
+    assert pool._fits(local) and pool._fits(far)
+    local.engine = object()  # type: ignore[assignment]
+    another = Entry(_spec("b"), local.config, 0)
+    assert pool._fits(far) and not pool._fits(another)  # max_loaded_models counts `a` only

@@ -43,6 +43,18 @@ def test_a_models_file_holds_the_models_and_the_limits():
     assert coder.adapter == "/adapters/sql"
 
 
+def test_a_remote_entry_names_a_worker_host_instead_of_a_path():
+    models = parse_models_file(
+        "models:\n  - id: big\n    remote: tcp://gpu-box:7070\n    kind: chat\n"
+        "    aliases: [gpt-4o]\n    options: {max_num_seqs: 4, heartbeat_timeout: 5}\n"
+        "  - {id: local, path: /a}\n"
+    )
+    big, local = models.models
+    assert big.remote == "tcp://gpu-box:7070" and big.path == "" and big.kind == "chat"
+    assert big.options == {"max_num_seqs": 4, "heartbeat_timeout": 5.0}
+    assert local.remote is None and local.path == "/a"
+
+
 def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idling():
     models = parse_models_file("models:\n  - {id: a, path: /a}\n  - {id: b, path: /b}\n")
     assert models.max_loaded_models == 2 and models.idle_unload_seconds == 0
@@ -78,7 +90,17 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
         ("models:\n  - {id: a, path: /a, kind: tts, adapter: /x}\n",
          "f.yaml:2: models[0].adapter: only chat models take adapters"),
         ("models:\n  - {id: a, path: /a, remote: 'tcp://h:1'}\n",
-         "f.yaml:2: models[0].remote: workers on other hosts are not available yet"),
+         "f.yaml:2: models[0].path: does not go with remote"),
+        ("models:\n  - {id: a, remote: 'tcp://h:1', adapter: /x}\n",
+         "f.yaml:2: models[0].adapter: does not go with remote"),
+        ("models:\n  - {id: a, remote: 'http://h:1'}\n",
+         "f.yaml:2: models[0].remote: 'http://h:1' is not tcp://HOST:PORT"),
+        ("models:\n  - {id: a, remote: 'tcp://h:65535'}\n",
+         "f.yaml:2: models[0].remote: 'tcp://h:65535': the port must be 1-65534"),
+        ("models:\n  - id: a\n    remote: tcp://h:7070\n    options: {kv_bits: 8}\n",
+         "f.yaml:4: models[0].options.kv_bits: a worker flag: give it to `vllm-omni-mlx worker`"),
+        ("models:\n  - {id: a, remote: ''}\n",
+         "f.yaml:2: models[0].remote: must be a non-empty string"),
     ],
 )  # fmt: skip
 def test_a_bad_file_is_refused_naming_the_line_and_the_field(text, expected):

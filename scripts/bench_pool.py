@@ -4,7 +4,8 @@
 
 1. Cold start: from a request for an unloaded model to its first streamed token, against a
    direct load of the same checkpoint in a fresh process (interpreter start, `mlx_lm.load`,
-   prefill, first token), each the median of `--rounds` (the model is unloaded in between).
+   prefill, first token; OpenBLAS preloaded as the server's worker gets it), each the median
+   of `--rounds` (the model is unloaded in between).
 2. Two models at once: aggregate decode throughput (generated tokens per second, greedy,
    `--tokens` each) of one stream on model A alone, then of one stream on A and one on B at
    the same time (two workers, two processes).
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import httpx
 
+from scripts.bench_sides import OPENBLAS, side_env
 from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
 
@@ -70,7 +72,8 @@ def first_token_seconds(server: ServerProcess, model: str) -> float:
 
 
 def direct_first_token_seconds(path: str) -> float:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # The BLAS the server's worker gets with --blas auto: OpenBLAS preloaded when installed.
+    env = side_env("openblas" if os.path.exists(OPENBLAS) else "bundled")
     out = subprocess.run(
         [sys.executable, "-c", DIRECT, path, repr(time.time())],
         capture_output=True, text=True, env=env, check=True,

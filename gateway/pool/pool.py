@@ -10,7 +10,7 @@ Invariants:
   the least recently used idle, unpinned model is unloaded first, as often as needed; when
   nothing can make room within the queue timeout the request gets a 503 with Retry-After;
 - loads and unloads are serialized by one lock, so two requests never load one model twice
-  nor evict the same one; waiting for a model's READY happens outside it;
+  nor evict the same one; waiting for room or for a model's READY happens outside it;
 - each worker is supervised on its own (gateway/engine/supervisor.py): a crash of one fails
   only that model's open requests and restarts only it.
 """
@@ -338,14 +338,29 @@ class ModelPool:
                     continue  # another request loaded it meanwhile
                 if entry.engine is not None:  # failed: start afresh
                     await self._unload(entry, "its worker failed")
-                await self._make_room(entry, deadline)
-                entry.engine = self._new_engine(entry)
-                entry.failure = None
-                log.info("loading model %s (%s)", entry.id, entry.config.model)
-                # In a context of its own: the worker's tasks outlive this request, and their
-                # log lines must not carry its id.
-                start = entry.engine.start()
-                await contextvars.Context().run(asyncio.ensure_future, start)
+                changed = self._changed  # taken before the room is judged: no wake-up lost
+                if await self._make_room(entry):
+                    entry.engine = self._new_engine(entry)
+                    entry.failure = None
+                    log.info("loading model %s (%s)", entry.id, entry.config.model)
+                    # In a context of its own: the worker's tasks outlive this request, and
+                    # their log lines must not carry its id.
+                    start = entry.engine.start()
+                    await contextvars.Context().run(asyncio.ensure_future, start)
+                    continue
+            # No room yet: wait, without the lock, for a lease to end or a model to go.
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                busy = [e.id for e in self.entries.values() if e.engine is not None]
+                raise EngineUnavailable(
+                    f"no room to load model {entry.id!r}: the loaded models ({', '.join(busy)}) "
+                    "are pinned or serving requests",
+                    RETRY_AFTER,
+                )
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
 
     async def _wait_ready(self, entry: Entry, engine: WorkerEngineClient, deadline: float) -> None:
         load_deadline = max(deadline, self._clock() + self.base.ready_timeout)
@@ -368,9 +383,9 @@ class ModelPool:
             engine.observe(self._observer_of(entry))
         return engine
 
-    async def _make_room(self, entry: Entry, deadline: float) -> None:
-        """Unload least recently used idle, unpinned models until `entry` fits (holding the
-        lock, which waiting gives up meanwhile so leases can end)."""
+    async def _make_room(self, entry: Entry) -> bool:
+        """Unload least recently used idle, unpinned models until `entry` fits (the caller
+        holds the lock); False when what is left cannot be unloaded now."""
         while not self._fits(entry):
             victims = [
                 e
@@ -381,26 +396,11 @@ class ModelPool:
                 and not e.pinned
                 and not e.spec.remote
             ]
-            if victims:
-                victim = min(victims, key=lambda e: e.last_used)
-                await self._unload(victim, f"room for {entry.id}")
-                continue
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                busy = [e.id for e in self.entries.values() if e.engine is not None]
-                raise EngineUnavailable(
-                    f"no room to load model {entry.id!r}: the loaded models ({', '.join(busy)}) "
-                    "are pinned or serving requests",
-                    RETRY_AFTER,
-                )
-            changed = self._changed
-            self._lock.release()
-            try:
-                await asyncio.wait_for(changed.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                await self._lock.acquire()
+            if not victims:
+                return False
+            victim = min(victims, key=lambda e: e.last_used)
+            await self._unload(victim, f"room for {entry.id}")
+        return True
 
     def _fits(self, entry: Entry) -> bool:
         if entry.spec.remote:

@@ -31,6 +31,7 @@ from protocol.host import HostAction, HostCommand, HostEvent, HostEventKind
 log = logging.getLogger("gateway.engine.remote_worker")
 
 POLL_SECONDS = 0.05
+LINK_POLL_SECONDS = 0.1  # how often a worker's link events are read
 
 
 class RemoteWorker:
@@ -46,13 +47,20 @@ class RemoteWorker:
 
     async def _watch_link(self, limit: float) -> None:
         """Gone when the link is silent past `limit`, loading included (the host says
-        `loading` meanwhile; once loaded, the worker's heartbeats keep it busy)."""
+        `loading` meanwhile; once loaded, the worker's heartbeats keep it busy), or as soon as
+        the link drops: frames sent while it was down are lost (PUSH drops what it cannot
+        deliver), so requests in flight could wait forever for deltas that never come."""
+        client = self.host.client
         while not self.exited.done():
-            silence = time.monotonic() - self.host.client.last_seen
+            client.handshake_failure()  # reads the link's events: `connected`
+            if not client.connected:
+                self.kill("lost its link to the gateway (frames in flight may be lost)")
+                return
+            silence = time.monotonic() - client.last_seen
             if silence >= limit:
                 self.kill(f"sent nothing for {silence:.1f} s (the network or the host is down)")
                 return
-            await asyncio.wait({self.exited}, timeout=limit - silence)
+            await asyncio.wait({self.exited}, timeout=min(limit - silence, LINK_POLL_SECONDS))
 
     @property
     def returncode(self) -> int | None:

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from gateway.metrics.names import ModelNames
 from gateway.metrics.observer import MetricsObserver
-from gateway.metrics.worker import EngineCollector, WorkerTotals
+from gateway.metrics.worker import POOL_STATES, STATES, EngineCollector, Source, WorkerTotals
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -40,14 +40,54 @@ class Metrics:
         self.names = ModelNames(engine)
         self.observer = MetricsObserver(self.registry, self.names)
         self.worker_totals = WorkerTotals()
-        self.registry.register(EngineCollector(engine, self.names, self.worker_totals))
+        # A models file (gateway/pool/): every model's engine, worker totals and names.
+        self._pool = engine if hasattr(engine, "entries") else None
+        self._model_totals: dict[str, WorkerTotals] = {}
+        self.registry.register(EngineCollector(self._sources))
         self._refresh = asyncio.Lock()  # worker snapshots applied in the order they were taken
         observe = getattr(engine, "observe", None)
         if observe is not None:
             observe(self.observer)
 
+    def _sources(self) -> list[Source]:
+        if self._pool is None:
+            queue_stats = getattr(self._engine, "queue_stats", None)
+            return [
+                Source(
+                    self.names.main(),
+                    self._engine.state,
+                    STATES,
+                    queue_stats() if queue_stats is not None else None,
+                    self.worker_totals,
+                )
+            ]
+        sources = []
+        for entry in self._pool.entries.values():
+            engine = entry.engine
+            queue = engine.queue_stats() if engine is not None else {"in_flight": 0, "waiting": 0}
+            totals = self._model_totals.setdefault(entry.id, WorkerTotals())
+            sources.append(Source(entry.id, entry.state, POOL_STATES, queue, totals))
+        return sources
+
+    async def _refresh_pool(self) -> None:
+        for entry in list(self._pool.entries.values()):
+            engine = entry.engine
+            if engine is None or engine.state != "ready":
+                continue
+            try:
+                stats = await engine.worker_stats()
+            except Exception as exc:  # went away meanwhile: keep the last totals
+                log.debug("metrics: no worker stats of %s (%s)", entry.id, exc)
+                continue
+            totals = self._model_totals.setdefault(entry.id, WorkerTotals())
+            totals.update(stats, ModelNames(engine))
+
     async def scrape(self) -> bytes:
-        """The exposition text, after fetching the worker's counters (if one is ready)."""
+        """The exposition text, after fetching the workers' counters (those ready)."""
+        if self._pool is not None:
+            async with self._refresh:
+                await self._refresh_pool()
+            return generate_latest(self.registry)
         async with self._refresh:
             if self._engine.state == "ready":
                 try:

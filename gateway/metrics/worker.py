@@ -16,7 +16,8 @@ While no worker is ready, the last totals are exported unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -94,48 +95,65 @@ class WorkerTotals:
         return out
 
 
-class EngineCollector:
-    """A prometheus_client custom collector: reads the engine and the worker totals at scrape
-    time (no background work)."""
+POOL_STATES = ("unloaded", "loading", "ready", "restarting", "failed")
 
-    def __init__(self, engine: Any, names: ModelNames, totals: WorkerTotals) -> None:
-        self._engine = engine
-        self._names = names
-        self._totals = totals
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One engine as the scrape reads it: its label, state, queue and worker totals."""
+
+    model: str
+    state: str
+    states: tuple[str, ...]
+    queue: dict[str, int] | None
+    totals: WorkerTotals
+
+
+class EngineCollector:
+    """A prometheus_client custom collector: reads the engines and their worker totals at
+    scrape time (no background work). `sources()` names them: the one worker's engine, or
+    (a models file) every model's."""
+
+    def __init__(self, sources: Callable[[], list[Source]]) -> None:
+        self._sources = sources
 
     def collect(self) -> Iterator[Metric]:
-        engine, model = self._engine, self._names.main()
-        queue_stats = getattr(engine, "queue_stats", None)
-        if queue_stats is not None:
-            queue = queue_stats()
-            running = GaugeMetricFamily(
-                "vllm:num_requests_running",
-                "Requests holding one of the --max-num-seqs slots: admitted by the gateway "
-                "and not yet ended.",
-                labels=["model_name"],
-            )
-            running.add_metric([model], queue["in_flight"])
-            yield running
-            waiting = GaugeMetricFamily(
-                "vllm:num_requests_waiting",
-                "Requests waiting in the gateway's admission queue for a slot (at most "
-                "--max-queue).",
-                labels=["model_name"],
-            )
-            waiting.add_metric([model], queue["waiting"])
-            yield waiting
+        sources = self._sources()
+        running = GaugeMetricFamily(
+            "vllm:num_requests_running",
+            "Requests holding one of the --max-num-seqs slots: admitted by the gateway "
+            "and not yet ended.",
+            labels=["model_name"],
+        )
+        waiting = GaugeMetricFamily(
+            "vllm:num_requests_waiting",
+            "Requests waiting in the gateway's admission queue for a slot (at most --max-queue).",
+            labels=["model_name"],
+        )
         state = GaugeMetricFamily(
             "vomlx:worker_state",
             "1 for the engine's current state, 0 for the others: starting (loading the "
             "model), ready, restarting (after a crash), swapping (loading another model), "
-            "failed, stopped.",
+            "failed, stopped; with --models FILE each model's: unloaded, loading, ready, "
+            "restarting, failed.",
             labels=["model_name", "state"],
         )
-        for name in STATES:
-            state.add_metric([model, name], 1.0 if engine.state == name else 0.0)
+        for source in sources:
+            if source.queue is not None:
+                running.add_metric([source.model], source.queue["in_flight"])
+                waiting.add_metric([source.model], source.queue["waiting"])
+            for name in source.states:
+                state.add_metric([source.model, name], 1.0 if source.state == name else 0.0)
+        if any(source.queue is not None for source in sources):
+            yield running
+            yield waiting
         yield state
         for key, metric, doc, _ in WORKER_COUNTERS:
             family = CounterMetricFamily(metric, doc, labels=["model_name"])
-            for served, value in sorted(self._totals.totals(key).items()):
+            totals: dict[str, float] = {}
+            for source in sources:
+                for served, value in source.totals.totals(key).items():
+                    totals[served] = totals.get(served, 0.0) + value
+            for served, value in sorted(totals.items()):
                 family.add_metric([served], value)
             yield family

@@ -125,7 +125,11 @@ class _Reader:
     def scalar(self, node: yaml.Node, path: str) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             raise self.fail(node, path, "must be a single value")
-        return _construct(node)
+        try:
+            return _construct(node)
+        except (yaml.YAMLError, ValueError) as exc:  # a tag it cannot read: !foo, !!int x
+            first = str(exc).strip().splitlines()[0]
+            raise self.fail(node, path, f"cannot be read ({first})") from None
 
     def string(self, node: yaml.Node, path: str) -> str:
         value = self.scalar(node, path)
@@ -248,18 +252,26 @@ class _Reader:
         for key, value_node in raw.items():
             value = self.scalar(value_node, f"{path}.{key}")
             default = defaults[key]
-            expected = type(default) if default is not None else str
+            if key in _INT_OR_NONE:
+                expected: type = int
+            else:
+                expected = type(default) if default is not None else str
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
             if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
-                if not (default is None and isinstance(value, int) and key in _INT_OR_NONE):
-                    raise self.fail(value_node, f"{path}.{key}", f"must be {_named(expected)}")
+                raise self.fail(value_node, f"{path}.{key}", f"must be {_named(expected)}")
+            low = _AT_LEAST.get(key, 0)
+            if expected in (int, float) and value < low:
+                raise self.fail(value_node, f"{path}.{key}", f"must be >= {low}")
             out[key] = value
         return out
 
 
 # Options whose default is None but whose value is an integer.
 _INT_OR_NONE = frozenset({"kv_bits", "max_kv_size"})
+# The lowest value of a numeric option (the serve flag's range; the others: 0).
+_AT_LEAST = {"max_num_seqs": 1, "prefill_step_size": 1, "num_draft_tokens": 1,
+             "max_tokens": 1, "max_kv_size": 5, "kv_bits": 2}  # fmt: skip
 
 
 def _named(kind: type) -> str:

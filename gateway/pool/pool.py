@@ -244,7 +244,12 @@ class ModelPool:
         return info
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        models = {entry.id: self.card(entry) for entry in self.entries.values()}
+        """/health (no key needed): each model's card without a remote host's address."""
+        models = {}
+        for entry in self.entries.values():
+            card = self.card(entry)
+            card.pop("remote", None)
+            models[entry.id] = card
         state = self.state
         body = {"status": "ok" if state == "ready" else state, "models": models}
         return (200 if state == "ready" else 503), body
@@ -287,7 +292,7 @@ class ModelPool:
         entry.leases += 1
         entry.last_used = self._clock()
         try:
-            await self._ensure_loaded(entry, self._clock() + self.base.queue_timeout)
+            await self._ensure_loaded(entry, self._clock() + entry.config.queue_timeout)
         except BaseException:
             self.release(entry)
             raise
@@ -303,7 +308,9 @@ class ModelPool:
     # -- loading and unloading -----------------------------------------------------------
 
     async def load(self, entry: Entry) -> None:
-        """Load (admin, preload) as a request would, without keeping a lease."""
+        """Load (admin, preload) as a request would, without keeping a lease; a model whose
+        load failed is tried again at once."""
+        entry.failed_at = 0.0
         await self.acquire(entry)
         self.release(entry)
 
@@ -346,7 +353,18 @@ class ModelPool:
                     # In a context of its own: the worker's tasks outlive this request, and
                     # their log lines must not carry its id.
                     start = entry.engine.start()
-                    await contextvars.Context().run(asyncio.ensure_future, start)
+                    try:
+                        await contextvars.Context().run(asyncio.ensure_future, start)
+                    except Exception as exc:  # sockets, key files: the model did not start
+                        engine, entry.engine = entry.engine, None
+                        await engine.stop()
+                        entry.failure = f"its worker could not be started ({type(exc).__name__})"
+                        entry.failed_at = self._clock()
+                        log.exception("starting model %s failed", entry.id)
+                        raise EngineUnavailable(
+                            f"model {entry.id!r} failed to load: {entry.failure}",
+                            RETRY_FAILED_AFTER,
+                        ) from None
                     continue
             # No room yet: wait, without the lock, for a lease to end or a model to go.
             remaining = deadline - self._clock()
@@ -363,7 +381,7 @@ class ModelPool:
                 pass
 
     async def _wait_ready(self, entry: Entry, engine: WorkerEngineClient, deadline: float) -> None:
-        load_deadline = max(deadline, self._clock() + self.base.ready_timeout)
+        load_deadline = max(deadline, self._clock() + entry.config.ready_timeout)
         while engine.state != "ready":
             if engine.state == "failed":
                 entry.failure = engine.reason or "the worker did not start"
@@ -386,8 +404,8 @@ class ModelPool:
     async def _make_room(self, entry: Entry) -> bool:
         """Unload least recently used idle, unpinned models until `entry` fits (the caller
         holds the lock); False when what is left cannot be unloaded now."""
-        while not self._fits(entry):
-            victims = [
+        victims = sorted(
+            (
                 e
                 for e in self.entries.values()
                 if e is not entry
@@ -395,20 +413,25 @@ class ModelPool:
                 and not e.leases
                 and not e.pinned
                 and not e.spec.remote
-            ]
-            if not victims:
-                return False
-            victim = min(victims, key=lambda e: e.last_used)
+            ),
+            key=lambda e: e.last_used,
+        )
+        if not self._fits(entry, without=victims):
+            return False  # even unloading them all would not make room: unload none
+        for victim in victims:
+            if self._fits(entry):
+                break
             await self._unload(victim, f"room for {entry.id}")
         return True
 
-    def _fits(self, entry: Entry) -> bool:
+    def _fits(self, entry: Entry, without: list[Entry] | tuple[Entry, ...] = ()) -> bool:
+        """Whether `entry` fits next to the loaded models (but those in `without`)."""
         if entry.spec.remote:
             return True  # its memory is another host's
         loaded = [
             e
             for e in self.entries.values()
-            if e.engine is not None and e is not entry and not e.spec.remote
+            if e.engine is not None and e is not entry and not e.spec.remote and e not in without
         ]
         if len(loaded) >= self.models.max_loaded_models:
             return False

@@ -43,11 +43,14 @@ async def engine_for(request: Request, name: Any, kind: str) -> EngineClient:
 
 
 def first_model_of(request: Request, kind: str) -> str | None:
-    """A models file: the id of its first model of `kind` (for routes without a `model`)."""
+    """A models file: the id of its first model of `kind`, else of its first model whose kind
+    is not known before it is loaded (`kind: auto`); for routes without a `model`."""
     pool = request.app.state.pool
     if pool is None:
         return None
-    return next((m.id for m in pool.served_models() if kind in m.kinds), None)
+    models = pool.served_models()
+    sure = next((m.id for m in models if kind in m.kinds), None)
+    return sure or next((m.id for m in models if not m.kinds), None)
 
 
 async def read_json(request: Request) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from gateway.anthropic.context_edits import Messages, apply_edits, parse_edits
 from gateway.anthropic.events import MessageEvents
 from gateway.anthropic.message import message_body, message_id
 from gateway.anthropic.requests import parse_count, parse_create
+from gateway.anthropic.surface import CREATE
 from gateway.chat import generation
 from gateway.engine.errors import WorkerRejected
 from gateway.engine.protocol import EngineClient
@@ -28,6 +29,7 @@ from gateway.routes.common import check_model, engine_for, read_json
 
 async def create_message(request: Request) -> Response:
     body = await read_json(request)
+    CREATE.check(body)  # before a model is loaded for it (the parser needs the engine)
     engine = await engine_for(request, body.get("model"), CHAT)
     context = None
     if "context_management" in body:

@@ -55,7 +55,11 @@ async def detokenize(request: Request) -> Response:
 async def _engine(request: Request, model: str | None) -> EngineClient:
     """The named model's engine (default: the main one, a models file's first chat model),
     which must be a chat model: 404 / 400 otherwise."""
-    if model is None:
-        model = first_model_of(request, CHAT) or engine_of(request).model_name
+    if model is None and request.app.state.pool is None:
+        model = engine_of(request).model_name
+    elif model is None:
+        model = first_model_of(request, CHAT)
+        if model is None:
+            raise invalid("model", "`model` is required: the models file has no chat model")
     check_model(request, model)
     return await engine_for(request, model, CHAT)

@@ -277,3 +277,21 @@ def test_a_bad_models_file_is_refused_at_start_naming_the_line_and_field(tmp_pat
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert run.returncode != 0
     assert f"{bad}:4: models[0].kind: must be one of chat, tts, asr, embed" in run.stderr
+
+
+def test_metrics_are_labelled_per_model(pool_server):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    openai_client(pool_server).chat.completions.create(
+        model="llama", messages=MESSAGES, max_tokens=3
+    )
+    text = httpx.get(f"{pool_server.url}/metrics", headers=pool_server.headers, timeout=30).text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("vllm:generation_tokens_total", (("model_name", "llama"),))] >= 3
+    assert samples[("vomlx:worker_state", (("model_name", "llama"), ("state", "ready")))] == 1
+    assert ("vllm:num_requests_running", (("model_name", "voice"),)) in samples
+    assert ("vllm:prefix_cache_queries_total", (("model_name", "llama"),)) in samples

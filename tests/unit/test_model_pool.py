@@ -204,3 +204,59 @@ def test_a_remote_model_takes_no_room_here_and_its_worker_config_names_its_host(
     local.engine = object()  # type: ignore[assignment]
     another = Entry(_spec("b"), local.config, 0)
     assert pool._fits(far) and not pool._fits(another)  # max_loaded_models counts `a` only
+
+
+@async_test
+async def test_nothing_is_evicted_when_evicting_all_that_may_go_would_not_make_room(tmp_path):
+    specs = [
+        _spec("small", options={"prefix_cache_bytes": 200 * MIB}),
+        _spec("busy", options={"prefix_cache_bytes": 700 * MIB}),
+        _spec("big", options={"prefix_cache_bytes": 900 * MIB}),
+    ]
+    pool = _pool(tmp_path, FakeWorkers(tmp_path), *specs, memory_budget_gb=1.0, queue_timeout=0.5)
+    await pool.start()
+    try:
+        await _use(pool, "small")
+        busy = pool.find("busy")
+        await pool.acquire(busy)
+        with pytest.raises(EngineUnavailable, match="no room"):
+            await pool.acquire(pool.find("big"))
+        assert _loaded(pool) == ["busy", "small"]  # small stayed: unloading it was no use
+        pool.release(busy)
+    finally:
+        await pool.stop()
+
+
+@async_test
+async def test_an_explicit_load_retries_a_failed_model_at_once(tmp_path):
+    workers = FakeWorkers(tmp_path)
+    workers.behaviour["/models/a"] = ["--fail-load", "boom"]
+    pool = _pool(tmp_path, workers, _spec("a"))
+    await pool.start()
+    try:
+        with pytest.raises(EngineUnavailable, match="boom"):
+            await pool.acquire(pool.find("a"))
+        workers.behaviour.clear()
+        with pytest.raises(EngineUnavailable, match="failed to load"):
+            await pool.acquire(pool.find("a"))  # a request waits out the retry delay
+        await pool.load(pool.find("a"))  # models load does not
+        assert pool.find("a").state == "ready"
+    finally:
+        await pool.stop()
+
+
+@async_test
+async def test_a_model_waits_for_room_as_long_as_its_own_queue_timeout(tmp_path):
+    specs = [_spec("a"), _spec("b", options={"queue_timeout": 0.3})]
+    pool = _pool(tmp_path, FakeWorkers(tmp_path), *specs, max_loaded_models=1, queue_timeout=5.0)
+    await pool.start()
+    try:
+        a = pool.find("a")
+        await pool.acquire(a)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(EngineUnavailable, match="no room"):
+            await pool.acquire(pool.find("b"))
+        assert asyncio.get_running_loop().time() - started < 2.0
+        pool.release(a)
+    finally:
+        await pool.stop()

@@ -101,6 +101,14 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
          "f.yaml:4: models[0].options.kv_bits: a worker flag: give it to `vllm-omni-mlx worker`"),
         ("models:\n  - {id: a, remote: ''}\n",
          "f.yaml:2: models[0].remote: must be a non-empty string"),
+        ("models:\n  - {id: !foo bar, path: /a}\n",
+         "f.yaml:2: models[0].id: cannot be read (could not determine a constructor"),
+        ("models:\n  - {id: a, path: /a, options: {max_kv_size: 1.5}}\n",
+         "f.yaml:2: models[0].options.max_kv_size: must be an integer"),
+        ("models:\n  - {id: a, path: /a, options: {max_num_seqs: 0}}\n",
+         "f.yaml:2: models[0].options.max_num_seqs: must be >= 1"),
+        ("models:\n  - {id: a, path: /a, options: {queue_timeout: -1}}\n",
+         "f.yaml:2: models[0].options.queue_timeout: must be >= 0"),
     ],
 )  # fmt: skip
 def test_a_bad_file_is_refused_naming_the_line_and_the_field(text, expected):

@@ -15,6 +15,16 @@ from gateway.media.parts import MediaItem
 from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 
 
+@dataclass(frozen=True, slots=True)
+class AudioOut:
+    """Chat completions `modalities: ["text", "audio"]`: speak the answer (gateway/chat/
+    audio_out.py)."""
+
+    voice: str
+    voice_by_id: bool  # OpenAI's {"id": ...} form: a saved voice's id
+    format: str  # wav | mp3 | flac | opus | aac | pcm16
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     model: str
@@ -26,6 +36,7 @@ class GenerationRequest:
     # Image / audio parts, fetched and checked into the inputs' `images` / `audios` just
     # before the Submit (gateway/media/resolve.py); empty for text-only requests.
     media: tuple[MediaItem, ...] = ()
+    audio_out: AudioOut | None = None  # chat completions with audio output
 
     @property
     def sampling(self) -> SamplingParams:

@@ -6,12 +6,14 @@ on assistant turns, `tool_calls` (OpenAI's shape, arguments as JSON text) and
 `developer` becomes `system`; text parts are joined with newlines, as vLLM does. In user
 messages, `image_url` and `input_audio` parts make the content the worker contract's list of
 parts (text / image / audio, in order; gateway/media/parts.py), if the model accepts them;
-files, video and audio output parts are a 400 naming the part.
+files, video and audio output parts are a 400 naming the part. An assistant message's
+`audio: {"id"}` (an earlier spoken answer of this server) stands for that answer's transcript.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field, unsupported
@@ -27,21 +29,29 @@ _ROLES = {
 _UNSUPPORTED_PARTS = {"file", "audio", "video_url", "refusal"}
 _MEDIA_PARTS = {"image_url": openai_image, "input_audio": openai_audio}
 _COMMON_KEYS = {"role", "content", "name"}
-_ASSISTANT_KEYS = {"tool_calls", "reasoning_content", "reasoning"}
-# Assistant-message fields accepted only when empty: they carry legacy calls or audio.
-_ASSISTANT_EMPTY_ONLY = {"function_call", "audio", "refusal"}
+_ASSISTANT_KEYS = {"tool_calls", "reasoning_content", "reasoning", "audio"}
+# Assistant-message fields accepted only when empty: they carry legacy calls or refusals.
+_ASSISTANT_EMPTY_ONLY = {"function_call", "refusal"}
+Transcripts = Callable[[str], "str | None"]
 
 
-def normalize_messages(messages: Any, media: MediaCollector | None = None) -> list[dict[str, Any]]:
+def normalize_messages(
+    messages: Any, media: MediaCollector | None = None, transcripts: Transcripts | None = None
+) -> list[dict[str, Any]]:
     """Worker messages; media parts are checked against and recorded in `media` (default: a
-    model that takes text only)."""
+    model that takes text only); `transcripts` finds an earlier spoken answer by its audio id."""
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "`messages` must be a non-empty array")
     media = media if media is not None else MediaCollector()
-    return [_message(message, f"messages[{i}]", media) for i, message in enumerate(messages)]
+    return [
+        _message(message, f"messages[{i}]", media, transcripts)
+        for i, message in enumerate(messages)
+    ]
 
 
-def _message(message: Any, path: str, media: MediaCollector) -> dict[str, Any]:
+def _message(
+    message: Any, path: str, media: MediaCollector, transcripts: Transcripts | None = None
+) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise invalid(path, f"`{path}` must be an object")
     role = message.get("role")
@@ -74,6 +84,11 @@ def _message(message: Any, path: str, media: MediaCollector) -> dict[str, Any]:
     out: dict[str, Any] = {"role": _ROLES[role], "content": text}
     if role == "assistant":
         _assistant_extras(message, out, path)
+        spoken = _spoken_answer(message.get("audio"), f"{path}.audio", transcripts)
+        if spoken is not None:
+            if text:
+                raise invalid(f"{path}.audio", f"`{path}`: send `content` or `audio`, not both")
+            out["content"] = spoken
     elif role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
@@ -98,6 +113,22 @@ def _assistant_extras(message: dict, out: dict[str, Any], path: str) -> None:
             raise invalid(f"{path}.{key}", f"`{path}.{key}` must be a string")
         if reasoning:
             out["reasoning_content"] = reasoning
+
+
+def _spoken_answer(audio: Any, path: str, transcripts: Transcripts | None) -> str | None:
+    """The transcript of the earlier answer `audio: {"id"}` names; None without `audio`."""
+    if audio is None:
+        return None
+    if not isinstance(audio, dict) or set(audio) != {"id"} or not isinstance(audio["id"], str):
+        raise invalid(path, f'`{path}` must be {{"id": <an earlier answer\'s audio id>}}')
+    found = transcripts(audio["id"]) if transcripts is not None else None
+    if found is None:
+        raise invalid(
+            f"{path}.id",
+            f"`{path}.id` {audio['id']!r} names no spoken answer of this server (they are kept "
+            "in memory until they expire)",
+        )
+    return found
 
 
 def _tool_call(call: Any, path: str) -> dict[str, Any]:

@@ -11,15 +11,16 @@ they must agree (else 400 naming `max_tokens`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from gateway.chat.request import GenerationRequest
+from gateway.chat.request import AudioOut, GenerationRequest
 from gateway.chat.structured import openai_response_format
-from gateway.http.errors import invalid, unsupported
+from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai import fields as f
 from gateway.openai.messages import normalize_messages
-from gateway.openai.surface import CHAT, COMPLETION, NO_THINKING_EFFORTS
+from gateway.openai.surface import AUDIO_FORMATS, CHAT, COMPLETION, NO_THINKING_EFFORTS
 from gateway.openai.tools import parse_tool_fields
 from protocol.inputs import ChatInputs, CompleteInputs
 
@@ -54,15 +55,49 @@ def _chat_logprobs(body: dict) -> int | None:
     return (top or 0) if wanted else None
 
 
+def _audio_out(body: dict, stream: bool, n: int) -> AudioOut | None:
+    """`modalities` with "audio" and its `audio: {voice, format}`, checked together."""
+    audio = f.obj(body, "audio")
+    if "audio" not in (body.get("modalities") or ()):
+        if audio is not None:
+            raise invalid("audio", "`audio` goes with `modalities: ['text', 'audio']`")
+        return None
+    if audio is None:
+        raise invalid(
+            "audio", "`modalities` asks for audio: `audio` must give `voice` and `format`"
+        )
+    for key in audio:
+        if key not in ("voice", "format"):
+            raise unknown_field(f"audio.{key}")
+    fmt = audio.get("format")
+    if fmt not in AUDIO_FORMATS:
+        raise invalid("audio.format", f"`audio.format` must be one of {', '.join(AUDIO_FORMATS)}")
+    if stream and fmt != "pcm16":
+        raise invalid("audio.format", "a streamed answer's audio is `pcm16`, as in OpenAI")
+    voice = audio.get("voice")
+    by_id = isinstance(voice, dict)
+    if by_id:
+        voice = voice.get("id") if set(voice) == {"id"} else None
+    if not isinstance(voice, str) or not voice:
+        raise invalid("audio.voice", '`audio.voice` must be a voice name or {"id": voice id}')
+    if n > 1:
+        raise unsupported("n", "more than one choice with audio output")
+    return AudioOut(voice, by_id, fmt)
+
+
 def parse_chat(
-    body: dict, default_max_tokens: int, media: MediaCollector | None = None
+    body: dict,
+    default_max_tokens: int,
+    media: MediaCollector | None = None,
+    audio_transcripts: Callable[[str], str | None] | None = None,
 ) -> GenerationRequest:
     """A `/v1/chat/completions` body -> op "chat" inputs + sampling, or a 400 naming a field.
-    `media` says which media the model accepts (default: none) and collects the parts."""
+    `media` says which media the model accepts (default: none) and collects the parts;
+    `audio_transcripts` turns an earlier spoken answer's `audio.id` into its transcript."""
     CHAT.check(body)
     model = model_of(body)
     media = media if media is not None else MediaCollector()
-    messages = normalize_messages(body.get("messages"), media)
+    messages = normalize_messages(body.get("messages"), media, audio_transcripts)
     max_tokens = f.integer(body, "max_tokens", 1)
     max_completion = f.integer(body, "max_completion_tokens", 1)
     if max_tokens is not None and max_completion is not None and max_tokens != max_completion:
@@ -86,13 +121,15 @@ def parse_chat(
                 "a JSON response format together with callable tools; set tool_choice 'none'",
             )
     stream, include_usage = f.stream_flags(body)
+    n = _n(body)
     return GenerationRequest(
         model=model,
         inputs=inputs,
         stream=stream,
         include_usage=include_usage,
-        n=_n(body),
+        n=n,
         media=tuple(media.items),
+        audio_out=_audio_out(body, stream, n),
     )
 
 

@@ -35,10 +35,25 @@ def _only(*accepted: Any) -> Check:
 def _modalities(body: dict, name: str) -> None:
     value = f.array(body, name)
     for item in value or ():
-        if item == "audio":
-            raise unsupported(name, "audio output")
-        if item != "text":
-            raise invalid(name, f"`{name}` may hold only 'text', got {item!r}")
+        if item not in ("text", "audio"):
+            raise invalid(name, f"`{name}` may hold 'text' and 'audio', got {item!r}")
+
+
+AUDIO_FORMATS = ("wav", "mp3", "flac", "opus", "aac", "pcm16")
+AUDIO = {
+    "type": "object",
+    "required": ["voice", "format"],
+    "properties": {
+        "voice": {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
+            ]
+        },
+        "format": {"enum": list(AUDIO_FORMATS)},
+    },
+    "additionalProperties": False,
+}
 
 
 _TEXT_PART = {
@@ -239,10 +254,16 @@ CHAT = RequestSchema(
         **_NO_OP,
         "functions": s.limited(s.array(), _only([]), "Legacy functions: only []."),
         "function_call": s.limited(s.string(), _only("none", "auto"), "Legacy: none or auto."),
-        "modalities": s.limited(
-            s.array(items={"enum": ["text"]}), _modalities, "Only ['text']: no audio output."
+        "modalities": s.structure(
+            {"type": "array", "items": {"enum": ["text", "audio"]}},
+            "['text', 'audio']: the answer is also spoken by the served TTS model (needs `audio`).",
+            _modalities,
         ),
-        "audio": s.refused("Audio output."),
+        "audio": s.structure(
+            AUDIO,
+            "With modalities ['text', 'audio']: the voice (a preset, an OpenAI name, a saved "
+            "voice) and the format (pcm16 when streaming: 16-bit PCM at the TTS model's rate).",
+        ),
         "prediction": s.refused("Predicted outputs."),
         "web_search_options": s.refused("No web search."),
         "verbosity": s.refused(),

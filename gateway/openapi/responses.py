@@ -404,10 +404,19 @@ COMPONENTS: dict[str, Schema] = {
     "ChatCompletionMessage": _obj(
         {
             "role": _const("assistant"),
-            "content": _doc(_or_null(STRING), "null only beside tool calls and no text."),
+            "content": _doc(
+                _or_null(STRING), "null beside tool calls and no text, and with audio out."
+            ),
             "refusal": NULL,
             "reasoning_content": _doc(STRING, "The model's reasoning, when it reasoned."),
             "tool_calls": _array(_ref("ChatCompletionToolCall")),
+            "audio": _doc(
+                _obj(
+                    {"id": STRING, "data": STRING, "transcript": STRING, "expires_at": INTEGER},
+                    ["id", "data", "transcript", "expires_at"],
+                ),
+                "modalities ['text', 'audio']: the spoken answer (data: base64 in `format`).",
+            ),
         },
         ["role", "content", "refusal"],
     ),
@@ -438,9 +447,20 @@ COMPONENTS: dict[str, Schema] = {
                 "delta": _obj(
                     {
                         "role": _const("assistant"),
-                        "content": STRING,
+                        "content": _doc(_or_null(STRING), "null with audio out."),
                         "reasoning_content": STRING,
                         "tool_calls": _array(_CHAT_DELTA_TOOL_CALL),
+                        "audio": _doc(
+                            _obj(
+                                {
+                                    "id": STRING,
+                                    "expires_at": INTEGER,
+                                    "transcript": STRING,
+                                    "data": _doc(STRING, "base64 16-bit PCM."),
+                                }
+                            ),
+                            "modalities ['text', 'audio']: a piece of the transcript or audio.",
+                        ),
                     }
                 ),
                 "logprobs": _or_null(_ref("ChatLogprobs")),

@@ -9,25 +9,38 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.chat import generation
+from gateway.audio.speech import voices as speech_voices
+from gateway.audio.speech.request import parse_speech
+from gateway.chat import audio_out, generation
 from gateway.chat.output import ChoiceOutput
-from gateway.engine.served_models import CHAT
+from gateway.chat.request import GenerationRequest
+from gateway.chat.spoken_answers import SpokenAnswers
+from gateway.engine.protocol import EngineClient
+from gateway.engine.served_models import CHAT, SPEECH
+from gateway.http.errors import APIError, invalid
 from gateway.media.parts import MediaCollector
 from gateway.openai.chunks import ChatChunks, usage_dict
 from gateway.openai.logprobs import chat_logprobs
 from gateway.openai.requests import parse_chat
-from gateway.routes.common import check_model, engine_for, read_json
+from gateway.openai.surface import CHAT as CHAT_FIELDS
+from gateway.routes.common import check_model, engine_for, first_model_of, read_json
+from gateway.routes.speech import speech_model, voice_aliases, voice_store
+from protocol.messages import Usage
 
 
 async def chat_completions(request: Request) -> Response:
     body = await read_json(request)
+    CHAT_FIELDS.check(body)  # before a model is loaded for it (the parser needs the engine)
     engine = await engine_for(request, body.get("model"), CHAT)
     media = MediaCollector.for_engine(engine)
-    req = parse_chat(body, request.app.state.config.max_tokens, media)
+    answers = spoken_answers(request)
+    req = parse_chat(body, request.app.state.config.max_tokens, media, answers.transcript)
     check_model(request, req.model)
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     model = engine.model_name
+    if req.audio_out is not None:
+        return await _spoken(request, engine, req, response_id, created, model)
     if req.stream:
         chunks = ChatChunks(response_id, created, model, req.include_usage, req.n)
         return await generation.stream(request, engine, req, chunks)
@@ -65,3 +78,92 @@ def _choice(output: ChoiceOutput) -> dict[str, Any]:
         "logprobs": chat_logprobs(output.logprobs),
         "finish_reason": output.finish,
     }
+
+
+def spoken_answers(request: Request) -> SpokenAnswers:
+    """The app's spoken answers by audio id, made on first use."""
+    state = request.app.state
+    answers = getattr(state, "spoken_answers", None)
+    if answers is None:
+        answers = state.spoken_answers = SpokenAnswers()
+    return answers
+
+
+async def _tts_engine(request: Request, engine: EngineClient) -> EngineClient:
+    """The TTS model that speaks the answer: the one worker's, or a models file's first."""
+    if request.app.state.pool is None:
+        ready = engine.ready_info
+        if ready is not None and ready.speech is None:
+            raise invalid(
+                "modalities",
+                "audio output needs a TTS model: start the server with `--tts-model TTS`",
+            )
+        return engine
+    name = first_model_of(request, SPEECH)
+    if name is None:
+        raise invalid("modalities", "audio output needs a TTS model in the models file")
+    return await engine_for(request, name, SPEECH)
+
+
+_RENAMED = {"voice": "audio.voice", "response_format": "audio.format", "ref_audio": "audio.voice"}
+
+
+def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> audio_out.Voice:
+    """The speech inputs every phrase is spoken with: the speech route's voice rules (presets,
+    OpenAI's names, saved voices), its errors naming `audio.voice` / `audio.format`."""
+    audio = speech_model(tts)
+    out = req.audio_out
+    assert out is not None
+    body = {
+        "model": audio.model,
+        "input": ".",
+        "voice": {"id": out.voice} if out.voice_by_id else out.voice,
+        "response_format": audio_out.SPEECH_FORMATS[out.format],
+    }
+    try:
+        call = parse_speech(body, audio.sample_rate)
+        call = speech_voices.resolve(
+            call, audio, voice_store(request), voice_aliases(request, audio)
+        )
+    except APIError as exc:
+        if exc.param in _RENAMED:
+            exc.message = exc.message.replace(f"`{exc.param}`", f"`{_RENAMED[exc.param]}`")
+            exc.param = _RENAMED[exc.param]
+        raise
+    inputs = call.inputs
+    presets = {v.name for v in audio.voices}
+    if presets and inputs.ref_audio is None and inputs.voice not in presets:
+        raise invalid(
+            "audio.voice",
+            f"`audio.voice` {out.voice!r} is not a voice of `{audio.model}` "
+            f"(GET /v1/audio/voices lists them)",
+        )
+    return audio_out.Voice(inputs, audio.sample_rate)
+
+
+async def _spoken(
+    request: Request, engine: EngineClient, req: GenerationRequest, response_id: str,
+    created: int, model: str,
+) -> Response:  # fmt: skip
+    tts = await _tts_engine(request, engine)
+    voice = _voice(request, tts, req)
+    answers = spoken_answers(request)
+    if req.stream:
+        head = {"id": response_id, "object": "chat.completion.chunk", "created": created,
+                "model": model}  # fmt: skip
+        return audio_out.stream(request, engine, tts, req, voice, head, answers)
+    spoken = await audio_out.complete(request, engine, tts, req, voice)
+    assert req.audio_out is not None
+    choice = _choice(spoken.output)
+    choice["message"]["content"] = None  # the text is the audio's transcript, as in OpenAI
+    choice["message"]["audio"] = await audio_out.audio_body(spoken, req.audio_out.format, answers)
+    return JSONResponse(
+        {
+            "id": response_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+            "usage": usage_dict(spoken.output.usage or Usage(0, 0)),
+        }
+    )

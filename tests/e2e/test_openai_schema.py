@@ -235,3 +235,17 @@ def test_the_file_of_this_check_exists():
 
     assert SPEC_PATH == Path(__file__).parents[1] / "data/openai-openapi/openapi.served.json"
     assert spec()["x-vendored"]["commit"]
+
+
+def test_spoken_chat_completions_conform(full_server, chat_model):
+    audio = {"modalities": ["text", "audio"], "audio": {"voice": "vivian", "format": "wav"}}
+    body = {"model": chat_model, "messages": HELLO, "max_tokens": 12, **audio}
+    reply = _ok(_post(full_server, "/chat/completions", json=body)).json()
+    validate("CreateChatCompletionResponse", reply)
+    assert reply["choices"][0]["message"]["audio"]["transcript"]
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True},
+                "audio": {"voice": "vivian", "format": "pcm16"}}  # fmt: skip
+    events = _stream_events(
+        _post(full_server, "/chat/completions", json=streamed), "CreateChatCompletionStreamResponse"
+    )
+    assert any(e["choices"] and "audio" in e["choices"][0]["delta"] for e in events)

@@ -165,8 +165,6 @@ def test_fields_without_local_meaning_are_accepted(fields):
     [
         ("functions", [{"name": "f"}]),
         ("function_call", {"name": "f"}),
-        ("audio", {"voice": "alloy", "format": "wav"}),
-        ("modalities", ["text", "audio"]),
         ("prediction", {"type": "content", "content": "x"}),
         ("web_search_options", {}),
         ("verbosity", "low"),
@@ -176,6 +174,36 @@ def test_unsupported_openai_fields_are_rejected_as_not_supported(field, value):
     error = rejected(chat, **{field: value})
     assert error.param == field
     assert "not supported" in error.message
+
+
+def test_audio_output_is_parsed_with_its_voice_and_format():
+    req = chat(modalities=["text", "audio"], audio={"voice": {"id": "v1"}, "format": "mp3"})
+    assert (req.audio_out.voice, req.audio_out.voice_by_id, req.audio_out.format) == (
+        "v1", True, "mp3"
+    )  # fmt: skip
+    assert chat(modalities=["text"]).audio_out is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"modalities": ["text", "audio"]}, "audio"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"modalities": ["text", "video"]}, "modalities"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "a", "format": "ogg"}},
+         "audio.format"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "", "format": "wav"}},
+         "audio.voice"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "a", "format": "wav", "x": 1}},
+         "audio.x"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "a", "format": "wav"},
+          "stream": True}, "audio.format"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "a", "format": "wav"}, "n": 2},
+         "n"),
+    ],
+)  # fmt: skip
+def test_bad_audio_output_fields_are_400s_naming_them(fields, param):
+    assert rejected(chat, **fields).param == param
 
 
 def test_unknown_fields_are_rejected_as_unknown():

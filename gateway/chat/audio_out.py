@@ -104,7 +104,8 @@ class SpokenChoice:
 # -- the two tasks -------------------------------------------------------------------------
 
 
-async def _speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[Delta]:
+async def speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[Delta]:
+    """One phrase's audio deltas, as the TTS model makes them; its error raised."""
     async with tts.request(replace(voice.inputs, input=phrase), True) as batches:
         async for batch in batches:
             for delta in batch:
@@ -121,7 +122,7 @@ async def _speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[
 async def _speaker(tts: EngineClient, voice: Voice, phrases: asyncio.Queue, on_audio: Any) -> None:
     """Speak the queued phrases in order until the None that ends them."""
     while (phrase := await phrases.get()) is not None:
-        async for delta in _speak(tts, voice, phrase):
+        async for delta in speak(tts, voice, phrase):
             await on_audio(delta)
 
 

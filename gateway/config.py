@@ -15,6 +15,7 @@ class ServerConfig:
     max_tokens: int = 2048  # default when a request gives no max_tokens
     max_num_seqs: int = 8  # requests the worker generates at once
     max_queue: int = 64  # requests waiting for admission; past it: 503 + Retry-After
+    max_realtime_sessions: int = 8  # open /v1/realtime sessions; 0: the endpoint is off
     queue_timeout: float = 60.0  # seconds a request may wait for admission
     max_body_bytes: int = 16 * 1024 * 1024
     sse_keepalive: float = 3.0  # seconds of silence after which a stream writes a keepalive

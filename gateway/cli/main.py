@@ -196,6 +196,13 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     help="Requests waiting for a slot; past it: 503.",
 )
 @click.option(
+    "--max-realtime-sessions",
+    default=DEFAULTS.max_realtime_sessions,
+    type=click.IntRange(min=0),
+    show_default=True,
+    help="Open /v1/realtime sessions at once; 0: the endpoint is off.",
+)
+@click.option(
     "--queue-timeout",
     default=DEFAULTS.queue_timeout,
     type=click.FloatRange(min=0),
@@ -283,6 +290,7 @@ def serve(model: str | None, **options: Any) -> None:
     from gateway.app import create_app
     from gateway.engine.client import WorkerEngineClient
     from gateway.http.request_id import RequestIdLogFilter
+    from gateway.realtime.wire import WS_MAX_SIZE
 
     configure_logging(
         options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
@@ -302,6 +310,7 @@ def serve(model: str | None, **options: Any) -> None:
         max_tokens=options["max_tokens"],
         max_num_seqs=options["max_num_seqs"],
         max_queue=options["max_queue"],
+        max_realtime_sessions=options["max_realtime_sessions"],
         queue_timeout=options["queue_timeout"],
         drain_timeout=options["drain_timeout"],
         heartbeat_timeout=options["heartbeat_timeout"],
@@ -335,6 +344,7 @@ def serve(model: str | None, **options: Any) -> None:
             # On SIGINT/SIGTERM open requests get the drain timeout, then are cancelled
             # (which aborts them); the lifespan then stops the engine and its worker.
             timeout_graceful_shutdown=config.drain_timeout,
+            ws_max_size=WS_MAX_SIZE,  # a realtime audio append may be 15 MiB (OpenAI's limit)
         )
     )
     what = f"the models of {models_file}" if models_file else f"{config.served_model_name} ({path})"

@@ -52,8 +52,10 @@ def spoken(client: httpx.Client, model: str, voice: str, tokens: int) -> float:
     raise RuntimeError("no audio came")
 
 
-def first_phrase(client: httpx.Client, model: str, tokens: int) -> tuple[float, str]:
-    body = {"model": model, "messages": MESSAGES, "max_tokens": tokens, "temperature": 0,
+def first_phrase(
+    client: httpx.Client, model: str, tokens: int, messages: list | None = None
+) -> tuple[float, str]:
+    body = {"model": model, "messages": messages or MESSAGES, "max_tokens": tokens, "temperature": 0,
             "stream": True}  # fmt: skip
     splitter = Phrases()
     started = time.perf_counter()

@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 
 from gateway.engine.errors import EngineUnavailable
 from gateway.engine.protocol import EngineClient
-from gateway.engine.served_models import SPEECH, TRANSCRIPTION
+from gateway.engine.served_models import DEFAULT_NAMES, SPEECH, TRANSCRIPTION
 from gateway.http import errors
 from gateway.http.errors import APIError
 from gateway.media.parts import MediaCollector
@@ -45,6 +45,7 @@ from gateway.realtime.response import Response, Speech
 from gateway.realtime.vad import SpeechProbability, TurnDetector, inference_session
 from gateway.realtime.wire import EventError, Outbox, error_event, new_id
 from gateway.routes.common import engine_for, first_model_of
+from gateway.routes.model_names import resolve_model
 from gateway.routes.speech import phrase_voice, speech_model
 from protocol.inputs import TranscribeInputs
 
@@ -85,7 +86,11 @@ class Session:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        await self._use_turn_detection()
+        try:
+            await self._use_turn_detection()
+        except EventError as exc:  # no VAD here: the session goes on, committed by hand
+            self.config.turn_detection = None
+            await self.send(error_event(exc, None))
         await self.send({"type": "session.created", "session": self._session_object()})
         if self.names.beta:
             await self.send({"type": "conversation.created",
@@ -228,6 +233,7 @@ class Session:
                             if error is not None:
                                 raise error
             part.text, part.transcribed = "".join(texts).strip(), True
+            part.audio = b""  # heard: the conversation keeps the transcript
             if announce:
                 await self.send({
                     "type": "conversation.item.input_audio_transcription.completed",
@@ -423,9 +429,16 @@ class Session:
         return Speech(engine, voice)
 
     async def _engine(self, name: str | None, kind: str) -> EngineClient:
-        if self.websocket.app.state.pool is None:
+        """The engine of the model `name` names (None: the served one of `kind`); a name that
+        reaches no model of that kind is an error naming it."""
+        pool = self.websocket.app.state.pool
+        if pool is None:
+            if name is not None:
+                resolve_model(self.websocket, name, kind)
             return self.chat
-        return await engine_for(self.websocket, name or first_model_of(self.websocket, kind), kind)
+        if name is None or name in DEFAULT_NAMES.get(kind, ()):  # OpenAI's: the first of its kind
+            name = first_model_of(self.websocket, kind)
+        return await engine_for(self.websocket, name, kind)
 
     async def _response_cancel(self, event: dict[str, Any]) -> None:
         _fields(event, {"response_id"})

@@ -61,6 +61,7 @@ class ServerConfig:
     tool_call_parser: str = "auto"  # auto | none | a format of worker/text/parsers/registry.py
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
     vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
+    talker_max_frames: int = 4096  # codec frames (12.5 a second) Qwen3-Omni's talker may speak
     # Embeddings (worker/embedding/): a model next to the main one, request limits, pass size.
     embedding_model: str | None = None  # an embedding checkpoint served next to the main model
     rerank_model: str | None = None  # a reranker (cross-encoder or LLM) next to the main model

@@ -75,6 +75,8 @@ class ChatInputs(WireStruct, tag=Op.CHAT.value):
     thinking_budget: int | None = None  # reasoning tokens before the think block is closed
     images: list[bytes] = []  # the files of the messages' image parts, in order
     audios: list[bytes] = []  # the files of the messages' audio parts, in order
+    # Speak the answer with the model's own talker, as this speaker (TextInfo.talker_speakers).
+    talker_speaker: str | None = None
 
 
 class CompleteInputs(WireStruct, tag=Op.COMPLETE.value):

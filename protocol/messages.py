@@ -31,7 +31,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 
 
 class Tag(IntEnum):

@@ -27,6 +27,8 @@ class TextInfo(WireStruct):
 
     max_context: int | None  # tokens; None when the checkpoint does not say
     batching: str  # "continuous" (BatchGenerator) or "interleaved batch-1"
+    # The speakers of the model's own talker (Qwen3-Omni with audio output), [] without one.
+    talker_speakers: list[str] = []
 
 
 class Voice(WireStruct):

@@ -88,10 +88,12 @@ class Phrases:
 
 @dataclass(slots=True)
 class Voice:
-    """What each phrase's speech request carries but its text: voice, cloning audio, ..."""
+    """What each phrase's speech request carries but its text: voice, cloning audio, ...; or,
+    for a model that speaks for itself (Qwen3-Omni's talker), its speaker and no TTS."""
 
-    inputs: SpeechInputs
+    inputs: SpeechInputs | None
     sample_rate: int
+    talker_speaker: str | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +108,7 @@ class SpokenChoice:
 
 async def speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[Delta]:
     """One phrase's audio deltas, as the TTS model makes them; its error raised."""
+    assert voice.inputs is not None
     async with tts.request(replace(voice.inputs, input=phrase), True) as batches:
         async for batch in batches:
             for delta in batch:
@@ -120,7 +123,10 @@ async def speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[D
 
 
 async def _speaker(tts: EngineClient, voice: Voice, phrases: asyncio.Queue, on_audio: Any) -> None:
-    """Speak the queued phrases in order until the None that ends them."""
+    """Speak the queued phrases in order until the None that ends them (nothing to do when
+    the chat model speaks for itself: its request brings the audio)."""
+    if voice.talker_speaker is not None:
+        return
     while (phrase := await phrases.get()) is not None:
         async for delta in speak(tts, voice, phrase):
             await on_audio(delta)
@@ -128,19 +134,28 @@ async def _speaker(tts: EngineClient, voice: Voice, phrases: asyncio.Queue, on_a
 
 async def _write(
     chat: EngineClient, req: GenerationRequest, request: Request, phrases: asyncio.Queue,
-    on_delta: Any,
+    on_delta: Any, voice: Voice, on_audio: Any,
 ) -> ChoiceOutput:  # fmt: skip
-    """Run the chat request, queueing the phrases its text completes; its output."""
+    """Run the chat request, queueing the phrases its text completes; its output. With the
+    model's own talker the request speaks too: its audio deltas go to `on_audio`."""
     resolved = await resolve_media(req.media, media_settings(request)) if req.media else None
     output = ChoiceOutput(0)
     splitter = Phrases()
-    async with chat.request(req.choices(resolved)[0], True) as batches:
+    inputs = req.choices(resolved)[0]
+    talker = voice.talker_speaker
+    if talker is not None:
+        inputs = replace(inputs, talker_speaker=talker)
+    async with chat.request(inputs, True) as batches:
         async for batch in batches:
             for delta in batch:
                 output.add(delta)
-                for phrase in splitter.feed(delta.text):
-                    phrases.put_nowait(phrase)
-                await on_delta(delta)
+                if delta.audio:
+                    await on_audio(delta)
+                else:
+                    if talker is None:
+                        for phrase in splitter.feed(delta.text):
+                            phrases.put_nowait(phrase)
+                    await on_delta(delta)
                 if delta.finish_reason is not None:
                     error = errors.terminal_error(delta)
                     if error is not None:
@@ -182,7 +197,7 @@ async def _complete(
 
     speaker = asyncio.ensure_future(_speaker(tts, voice, phrases, keep))
     try:
-        output = await _write(chat, req, request, phrases, ignore)
+        output = await _write(chat, req, request, phrases, ignore, voice, keep)
         await speaker
     finally:
         speaker.cancel()
@@ -246,7 +261,9 @@ async def _events(
         except Exception:  # a bug: the stream still ends, with an error event
             out.put_nowait(("error", errors.no_terminal()))
 
-    writer = asyncio.ensure_future(run(_write(chat, req, request, phrases, on_delta), "written"))
+    writer = asyncio.ensure_future(
+        run(_write(chat, req, request, phrases, on_delta, voice, on_audio), "written")
+    )
     speaker = asyncio.ensure_future(run(_speaker(tts, voice, phrases, on_audio), "spoken"))
     chunk = _Chunker(head, audio_id, expires_at, req.include_usage)
     try:

@@ -89,6 +89,7 @@ def generation_options(command: Any) -> Any:
         ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
         ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
         ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
+        ("--talker-max-frames", click.IntRange(min=1), "Qwen3-Omni talker: frames (12.5/s)."),
     ]
     for flag, kind, help_text in reversed(options):
         default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
@@ -142,6 +143,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
             "prefill_step_size", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
             "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
             "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
+            "talker_max_frames",
         )
     }  # fmt: skip
     fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None

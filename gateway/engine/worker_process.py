@@ -37,7 +37,7 @@ GENERATION_FLAGS = (
     "prefill_step_size", "draft_model", "adapter_path", "num_draft_tokens", "kv_bits", "kv_group_size",
     "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
     "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "tts_model", "asr_model",
-    "reasoning_parser", "tool_call_parser", "vision_cache_entries",
+    "reasoning_parser", "tool_call_parser", "vision_cache_entries", "talker_max_frames",
     "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
     "embedding_batch_tokens",
 )  # fmt: skip

@@ -9,13 +9,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from gateway.audio.speech.voice_aliases import FEMALE, OPENAI_VOICES
 from gateway.chat import audio_out, generation
 from gateway.chat.output import ChoiceOutput
 from gateway.chat.request import GenerationRequest
 from gateway.chat.spoken_answers import SpokenAnswers
 from gateway.engine.protocol import EngineClient
 from gateway.engine.served_models import CHAT, SPEECH
-from gateway.http.errors import APIError, invalid
+from gateway.http.errors import APIError, invalid, unsupported
 from gateway.media.parts import MediaCollector
 from gateway.openai.chunks import ChatChunks, usage_dict
 from gateway.openai.logprobs import chat_logprobs
@@ -23,6 +24,7 @@ from gateway.openai.requests import parse_chat
 from gateway.openai.surface import CHAT as CHAT_FIELDS
 from gateway.routes.common import check_model, engine_for, first_model_of, read_json
 from gateway.routes.speech import phrase_voice, speech_model
+from protocol.inputs import ChatInputs
 from protocol.messages import Usage
 
 
@@ -38,7 +40,7 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     model = engine.model_name
     if req.audio_out is not None:
-        return await _spoken(request, engine, req, response_id, created, model)
+        return await _spoken(request, engine, req, response_id, created, model, body)
     if req.stream:
         chunks = ChatChunks(response_id, created, model, req.include_usage, req.n)
         return await generation.stream(request, engine, req, chunks)
@@ -135,12 +137,59 @@ def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> audio
     return voice
 
 
+TALKER_RATE = 24000  # Qwen3-Omni's code2wav
+# Fields the talker's thinker loop (mlx-vlm's generate_stream) cannot apply: worker/vision/talker.py.
+_NOT_WITH_TALKER = {
+    "stop": "stop strings (the talker would speak past them)",
+    "logprobs": "logprobs",
+    "response_format": "a response format (a grammar)",
+    "logit_bias": "logit_bias",
+    "presence_penalty": "penalties",
+    "frequency_penalty": "penalties",
+    "repetition_penalty": "penalties",
+}
+
+
+def _talker_speaker(engine: EngineClient, req: GenerationRequest, body: dict) -> str | None:
+    """The speaker of the chat model's own talker that answers (Qwen3-Omni with audio
+    output): the voice by name, or one of OpenAI's names (female: Chelsie, male: Ethan);
+    None when the model has no talker (a TTS model speaks instead)."""
+    ready = engine.ready_info
+    speakers = ready.text.talker_speakers if ready is not None and ready.text else []
+    if not speakers:
+        return None
+    for field, what in _NOT_WITH_TALKER.items():
+        if body.get(field) not in (None, [], {}, False):
+            raise unsupported(field, f"{what} with the model's own voice")
+    choice = req.inputs.tool_choice if isinstance(req.inputs, ChatInputs) else None
+    if choice == "required" or isinstance(choice, dict):
+        raise unsupported("tool_choice", "a forced tool call with the model's own voice")
+    out = req.audio_out
+    assert out is not None
+    by_name = {s.lower(): s for s in speakers}
+    wanted = str(out.voice).lower()
+    if not out.voice_by_id and wanted in by_name:
+        return by_name[wanted]
+    if not out.voice_by_id and wanted in OPENAI_VOICES:
+        default = "chelsie" if wanted in FEMALE else "ethan"
+        return by_name.get(default, speakers[0])
+    raise invalid(
+        "audio.voice",
+        f"`audio.voice` {out.voice!r} is not a speaker of `{engine.model_name}`'s own talker "
+        f"({', '.join(speakers)}, or one of OpenAI's voice names)",
+    )
+
+
 async def _spoken(
     request: Request, engine: EngineClient, req: GenerationRequest, response_id: str,
-    created: int, model: str,
+    created: int, model: str, body: dict,
 ) -> Response:  # fmt: skip
-    tts = await _tts_engine(request, engine)
-    voice = _voice(request, tts, req)
+    talker = _talker_speaker(engine, req, body)
+    if talker is not None:  # the model speaks for itself
+        tts, voice = engine, audio_out.Voice(None, TALKER_RATE, talker)
+    else:
+        tts = await _tts_engine(request, engine)
+        voice = _voice(request, tts, req)
     answers = spoken_answers(request)
     if req.stream:
         head = {"id": response_id, "object": "chat.completion.chunk", "created": created,

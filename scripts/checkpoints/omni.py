@@ -23,7 +23,7 @@ embedding, so different audio (or images) give different answers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,7 @@ class OmniDims:
     audio_ffn: int
     audio_downsample: int
     max_positions: int = 4096
+    talker: bool = False  # a talker and code2wav too (enable_audio_output: speech out)
 
 
 SIZES: Mapping[str, OmniDims] = {
@@ -192,6 +193,18 @@ SIZES: Mapping[str, OmniDims] = {
         audio_downsample=32,
     ),
 }
+# The same thinker with a random talker and code2wav (mlx-vlm's own modules, ~1.2M weights):
+# Qwen3-Omni speaking for itself (worker/vision/talker.py).
+SIZES = {**SIZES, "talker": replace(SIZES["tiny"], talker=True)}
+# The talker's codec ids and speakers, inside its 256-entry vocabulary.
+_CODEC_IDS = {"codec_pad_id": 250, "codec_bos_id": 251, "codec_eos_token_id": 252,
+              "codec_nothink_id": 253, "codec_think_bos_id": 254, "codec_think_eos_id": 255}  # fmt: skip
+_SPEAKERS = {"chelsie": 240, "ethan": 241, "aiden": 242}
+_CODE2WAV = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "num_key_value_heads": 2, "decoder_dim": 64,
+             "codebook_dim": 16, "codebook_size": 256, "num_quantizers": 4,
+             "semantic_codebook_size": 256, "vector_quantization_hidden_dimension": 16,
+             "sliding_window": 8}  # fmt: skip
 
 
 def _mrope_section(head_dim: int) -> list[int]:
@@ -423,18 +436,61 @@ def audio_specs(d: OmniDims) -> Specs:
     return specs
 
 
+def _role_ids(tok: Any) -> dict[str, int]:
+    """ChatML's role ids for the talker, which finds each turn by the token after
+    <|im_start|>: the first token of each role name (the tiny BPE splits them)."""
+    ids = {f"{role}_token_id": tok.encode(role).ids[0] for role in ("user", "assistant", "system")}
+    assert len(set(ids.values())) == 3, ids
+    return ids
+
+
+def talker_config(config: dict[str, Any], tok: Any) -> dict[str, Any]:
+    """config.json of the talker variant: audio output on, its sections sized to the tiny
+    vocabularies."""
+    config = {**config, "enable_audio_output": True, "code2wav_config": _CODE2WAV,
+              **_role_ids(tok)}  # fmt: skip
+    config["talker_config"] = {**config["talker_config"], **_CODEC_IDS, "speaker_id": _SPEAKERS}
+    return config
+
+
+def talker_tensors(config: dict[str, Any]) -> dict[str, Any]:
+    """Random talker and code2wav weights in mlx-vlm's own layout (its sanitize leaves them
+    as they are): the parameters of its modules, drawn as scripts/checkpoints/tts.py draws
+    a TTS model's."""
+    import numpy as np
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.qwen3_omni_moe.code2wav import Code2WavModel
+    from mlx_vlm.models.qwen3_omni_moe.config import ModelConfig
+    from mlx_vlm.models.qwen3_omni_moe.talker import Talker
+
+    from scripts.checkpoints.tts import randomize
+
+    model_config = ModelConfig.from_dict(config)
+    params = {}
+    for prefix, module in (("talker", Talker(model_config.talker_config)),
+                           ("code2wav", Code2WavModel(model_config.code2wav_config))):  # fmt: skip
+        for name, value in tree_flatten(module.parameters()):
+            params[f"{prefix}.{name}"] = np.array(value)
+    return randomize(params)
+
+
 def build(arch: object, dims: OmniDims, out_dir: Path) -> int:
     """Write every file of a tiny Qwen3-Omni thinker checkpoint into `out_dir`; return its
     parameters. Signature of `scripts.checkpoints.arch.Arch.build` (`arch` is unused here)."""
     tok = train_tokenizer(TOKENIZER, dims.vocab)
     tid = tok.token_to_id
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)
-    write_json(out_dir / "config.json", config(dims, tid))
+    written = config(dims, tid)
+    if dims.talker:
+        written = talker_config(written, tok)
+    write_json(out_dir / "config.json", written)
     write_json(out_dir / "generation_config.json", generation_config(tid))
     write_json(out_dir / "preprocessor_config.json", PREPROCESSOR_CONFIG)
     specs = {**text_specs(dims), **vision_specs(dims), **audio_specs(dims)}
     tensors = materialize(specs)
     added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
     tensors["thinker.lm_head.weight"][added_ids] = 0.0
+    if dims.talker:
+        tensors |= talker_tensors(written)
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())

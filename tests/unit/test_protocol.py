@@ -79,7 +79,7 @@ PINNED_FIELDS = {
     JsonSchema: ("schema", "name", "strict"),
     ChatInputs: (
         "messages", "sampling", "chat_template_kwargs", "tools", "tool_choice",
-        "parallel_tool_calls", "thinking_budget", "images", "audios",
+        "parallel_tool_calls", "thinking_budget", "images", "audios", "talker_speaker",
     ),
     CompleteInputs: ("prompt", "sampling"),
     SpeechInputs: (
@@ -91,7 +91,7 @@ PINNED_FIELDS = {
     ),
     EmbedInputs: ("input", "dimensions", "truncate"),
     ScoreInputs: ("queries", "documents", "truncate"),
-    TextInfo: ("max_context", "batching"),
+    TextInfo: ("max_context", "batching", "talker_speakers"),
     Voice: ("name", "language"),
     SpeechInfo: (
         "model", "model_path", "family", "voices", "cloning", "ref_text", "descriptions",
@@ -144,7 +144,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 10
+    assert PROTOCOL_VERSION == 11
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -189,7 +189,7 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
     assert raw == [
         1,
         "r1",
-        ["chat", messages, sampling, {}, [], None, None, None, [], []],
+        ["chat", messages, sampling, {}, [], None, None, None, [], [], None],
         True,
         None,
         "req_1",

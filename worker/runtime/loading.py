@@ -61,6 +61,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=20,
         help="image feature sets kept for reuse by content (mlx-vlm models); 0: none",
     )
+    add(
+        "--talker-max-frames",
+        type=_non_negative,
+        default=4096,
+        help="codec frames (12.5 a second) Qwen3-Omni's own talker may speak an answer",
+    )
     add("--reasoning-parser", default="auto", help="auto | none | qwen3 | deepseek_r1")
     add("--tool-call-parser", default="auto", help="auto | none | a format name")
     add_embedding_arguments(parser)
@@ -260,7 +266,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     apc = make_apc_manager(vm.model, args.prefix_cache_bytes // 2)
     turns = ConversationCache(args.prefix_cache_bytes // 2)
     cache = CountingVisionCache(args.vision_cache_entries)
-    engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns)
+    engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns, args.talker_max_frames)
     loaded.engines.append(engine)
     loaded.capabilities += engine.capabilities()
     loaded.text = engine.ready_info()

@@ -44,6 +44,7 @@ from worker.text.request import TextRequest, make_text_request, terminal
 from worker.vision.features import CountingVisionCache, prefill_features
 from worker.vision.model import VisionModel
 from worker.vision.prompt import VisionInputs, build_vision_inputs
+from worker.vision.talker import TalkerGeneration, check_talker_request, talker_speakers
 from worker.vision.turns import ConversationCache, Lease, media_key
 
 log = logging.getLogger(__name__)
@@ -190,8 +191,10 @@ class VisionEngine:
         apc_manager: Any = None,
         vision_cache: CountingVisionCache | None = None,
         turns: ConversationCache | None = None,
+        talker_max_frames: int = 4096,
     ) -> None:
         self._vm = vision_model
+        self._talker_max_frames = talker_max_frames
         self._prefill_step_size = prefill_step_size
         self.apc_manager = apc_manager
         self.vision_cache = vision_cache if vision_cache is not None else CountingVisionCache()
@@ -212,7 +215,7 @@ class VisionEngine:
         return caps
 
     def ready_info(self) -> TextInfo:
-        return TextInfo(self._vm.max_context, "interleaved batch-1")
+        return TextInfo(self._vm.max_context, "interleaved batch-1", talker_speakers(self._vm))
 
     def active_ids(self) -> list[str]:
         return list(self._active)
@@ -223,6 +226,14 @@ class VisionEngine:
             request = make_text_request(
                 self._vm, submit.request_id, inputs.token_ids, submit.inputs
             )
+            if getattr(submit.inputs, "talker_speaker", None) is not None:
+                check_talker_request(self._vm, submit.inputs, request)
+                eos = self._vm.model.config.im_end_token_id
+                talker = TalkerGeneration(
+                    request, inputs, submit.inputs, eos, self._talker_max_frames
+                )
+                self._active[submit.request_id] = talker  # type: ignore[assignment]
+                return request.accepted()
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
@@ -265,7 +276,7 @@ class VisionEngine:
         deltas = []
         for request_id, generation in list(self._active.items()):
             try:
-                delta = generation.advance(self._vm, self._state)
+                advanced = generation.advance(self._vm, self._state)
             except Exception as exc:
                 log.exception("request %s failed", request_id, extra=named(request_id))
                 error = exc.info() if isinstance(exc, RequestError) else internal(exc)
@@ -275,9 +286,11 @@ class VisionEngine:
             if not generation.looked_up:
                 generation.looked_up = True
                 self._count_lookup(generation)
-            if delta.finish_reason is not None:
-                self._end(request_id)
-            deltas.append(delta)
+            # A spoken request (worker/vision/talker.py) gives its text and audio as a list.
+            for delta in advanced if isinstance(advanced, list) else [advanced]:
+                if delta.finish_reason is not None:
+                    self._end(request_id)
+                deltas.append(delta)
         return deltas
 
     def _count_lookup(self, generation: VisionGeneration) -> None:

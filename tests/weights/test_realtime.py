@@ -385,3 +385,46 @@ def test_a_turn_committed_by_hand_is_transcribed_and_answered(voice_server, tmp_
         "response.created"
     )  # the response heard the transcript
     assert "".join(e.delta for e in of(events, "response.output_text.delta")) == ANSWER
+
+
+def test_an_audio_item_a_cancel_and_a_truncate(voice_server):
+    pcm = pcm24k(QUESTION, lead_s=0.2, tail_s=0.2)
+
+    async def talk():
+        async with client(voice_server).realtime.connect(model=model(voice_server)) as conn:
+            await conn.session.update(session={
+                "type": "realtime",
+                "audio": {"input": {"turn_detection": None,
+                                    "transcription": {"model": "whisper-1", "language": "en"}}},
+            })  # fmt: skip
+            await conn.conversation.item.create(item={
+                "type": "message", "role": "user",
+                "content": [{"type": "input_audio", "audio": base64.b64encode(pcm).decode()}],
+            })  # fmt: skip
+            heard = await events_until(
+                conn,
+                lambda e, _: e.type == "conversation.item.input_audio_transcription.completed",
+            )
+            await conn.response.create()
+            spoken = await events_until(conn, lambda e, _: e.type == "response.output_audio.delta")
+            await conn.response.cancel()
+            spoken += await events_until(conn, lambda e, _: e.type == "response.done")
+            item_id = of(spoken, "response.done")[0].response.output[0].id
+            await conn.conversation.item.truncate(item_id=item_id, content_index=0, audio_end_ms=0)
+            truncated = await events_until(
+                conn, lambda e, _: e.type == "conversation.item.truncated"
+            )
+            await conn.conversation.item.retrieve(item_id=item_id)
+            retrieved = await events_until(
+                conn, lambda e, _: e.type == "conversation.item.retrieved"
+            )
+            return heard, spoken, truncated, retrieved
+
+    heard, spoken, truncated, retrieved = asyncio.run(talk())
+    transcript = of(heard, "conversation.item.input_audio_transcription.completed")[0].transcript
+    assert transcript == _transcribe(voice_server, pcm)
+    done = of(spoken, "response.done")[0].response
+    assert done.status == "cancelled" and done.status_details.reason == "client_cancelled"
+    assert of(truncated, "conversation.item.truncated")[0].audio_end_ms == 0
+    item = of(retrieved, "conversation.item.retrieved")[0].item
+    assert item.content[0].transcript == ""  # nothing was heard: nothing stays in the context

@@ -197,11 +197,16 @@ class Session:
                          "item_id": item_id})  # fmt: skip
         item = Item(item_id, "message", "user", [Part("input_audio", audio=audio)])
         await self._add(item, previous)
-        self._transcripts[item_id] = asyncio.ensure_future(self._transcribe(item))
+        self._transcribe_soon(item)
         if respond and self.response is None and self._launching is None:
-            self._launch(self.config.copy(), None, True)
+            self._launch(self.config.copy(), None, True, None)
 
     # -- transcription -----------------------------------------------------------------------
+
+    def _transcribe_soon(self, item: Item) -> None:
+        """Transcribe the item's audio in a task of its own; a response waits for it."""
+        task = self._transcripts[item.id] = asyncio.ensure_future(self._transcribe(item))
+        task.add_done_callback(lambda _: self._transcripts.pop(item.id, None))
 
     async def _transcribe(self, item: Item) -> None:
         part = item.content[0]
@@ -287,7 +292,7 @@ class Session:
         await self._add(item, previous)
         part = item.content[0] if item.content else None
         if part is not None and part.type == "input_audio" and not part.transcribed:
-            self._transcripts[item.id] = asyncio.ensure_future(self._transcribe(item))
+            self._transcribe_soon(item)
 
     async def _item_truncate(self, event: dict[str, Any]) -> None:
         _fields(event, {"item_id", "content_index", "audio_end_ms"})
@@ -339,7 +344,7 @@ class Session:
         items = None
         if "input" in body:
             items = self._input_items(body["input"])
-        self._launch(config, items, conversation == "auto")
+        self._launch(config, items, conversation == "auto", _client_id(event))
 
     def _input_items(self, value: Any) -> list[Item]:
         if not isinstance(value, list):
@@ -352,9 +357,12 @@ class Session:
                 items.append(parse_item(entry, f"response.input[{i}]"))
         return items
 
-    def _launch(self, config: cfg.SessionConfig, items: list[Item] | None, into: bool) -> None:
-        """Start a response once its inputs are in (their transcripts); its errors as events."""
-        task = self._launching = asyncio.ensure_future(self._start_response(config, items, into))
+    def _launch(self, config: cfg.SessionConfig, items: list[Item] | None, into: bool,
+                client_event_id: str | None) -> None:  # fmt: skip
+        """Start a response once its inputs are in (their transcripts); its errors as events
+        naming the client's response.create."""
+        start = self._start_response(config, items, into, client_event_id)
+        task = self._launching = asyncio.ensure_future(start)
 
         def launched(_: asyncio.Task) -> None:
             if self._launching is task:
@@ -364,13 +372,12 @@ class Session:
         task.add_done_callback(_log_failure)
 
     async def _start_response(self, config: cfg.SessionConfig, items: list[Item] | None,
-                              into_conversation: bool) -> None:  # fmt: skip
+                              into_conversation: bool, client_event_id: str | None) -> None:  # fmt: skip
         try:
             await self._prepare_and_start(config, items, into_conversation)
         except (EventError, APIError, EngineUnavailable) as exc:
-            await self.send(
-                error_event(exc if isinstance(exc, EventError) else _as_event_error(exc), None)
-            )
+            error = exc if isinstance(exc, EventError) else _as_event_error(exc)
+            await self.send(error_event(error, client_event_id))
 
     async def _prepare_and_start(self, config: cfg.SessionConfig, items: list[Item] | None,
                                  into_conversation: bool) -> None:  # fmt: skip

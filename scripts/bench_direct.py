@@ -12,6 +12,9 @@ server has to.
 - `{"op": "turns", "messages": [...], "follow_up": "...", "max_tokens": N}`: a cold turn, then a
   second turn reusing the first turn's KV cache (trimmed to the common prefix): the ideal a
   prefix cache can reach.
+- `{"op": "session", "turns": [[...], ...], "tools": [...], "max_tokens": N}`: an agent
+  session (scripts/bench_agent_session.py), one KV cache carried from turn to turn, trimmed
+  to each turn's common prefix with what it holds: each turn prefills only what changed.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ class Direct:
         self.model, self.tokenizer = load(path)
         self.sampler = make_sampler(0.0)
 
-    def tokens(self, messages: list[dict[str, str]]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    def tokens(self, messages: list[dict[str, str]], tools: list | None = None) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, **({"tools": tools} if tools else {})
+        )
         return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
     def _stream(self, prompt: list[int], max_tokens: int, cache: Any, start: float) -> dict:
@@ -122,6 +127,26 @@ class Direct:
             "prompt_tokens": [len(prompt), len(second)],
             "reused_tokens": common,
         }
+
+    def session(self, turns: list[list[dict]], tools: list, max_tokens: int) -> dict:
+        cache = make_prompt_cache(self.model)
+        held: list[int] = []  # what the cache holds
+        rows = []
+        for messages in turns:
+            start = time.perf_counter()
+            prompt = self.tokens(messages, tools)
+            common = 0
+            for a, b in zip(held, prompt, strict=False):
+                if a != b:
+                    break
+                common += 1
+            common = min(common, len(prompt) - 1)
+            trim_prompt_cache(cache, len(held) - common)
+            result = self._stream(prompt[common:], max_tokens, cache, start)
+            held = prompt + result["tokens"][:-1]
+            rows.append({"ttft_s": result["ttft_s"], "prompt_tokens": len(prompt),
+                         "reused_tokens": common})  # fmt: skip
+        return {"turns": rows}
 
 
 def main() -> None:

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import httpx
 
-OUR_CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
+_CONSOLE_SCRIPT = Path(sys.executable).with_name("vllm-omni-mlx")
+# The installed CLI, or (the source tree on PYTHONPATH, as scripts/gpu_bench.sh runs) its main.
+OUR_CLI = (
+    [str(_CONSOLE_SCRIPT)]
+    if _CONSOLE_SCRIPT.exists()
+    else [sys.executable, "-c", "from gateway.cli.main import main; main()"]
+)
 OPENBLAS = "/usr/lib/x86_64-linux-gnu/libopenblas.so.0"
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -135,9 +141,9 @@ class ServerSide:
 
 
 def ours(path: str, port: int, blas: str, log_dir: Path, max_num_seqs: int) -> ServerSide:
-    command = [OUR_CLI, "serve", path, "--port", str(port), "--log-level", "warning"]
+    command = [*OUR_CLI, "serve", path, "--port", str(port), "--log-level", "warning"]
     command += ["--max-num-seqs", str(max_num_seqs)]
-    help_text = subprocess.run([OUR_CLI, "serve", "--help"], capture_output=True, text=True).stdout
+    help_text = subprocess.run([*OUR_CLI, "serve", "--help"], capture_output=True, text=True).stdout
     has_blas_flag = "--blas" in help_text
     if has_blas_flag:  # then the gateway preloads OpenBLAS into the worker only, as users run it
         command += ["--blas", "openblas" if blas == "openblas" else "bundled"]

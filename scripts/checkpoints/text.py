@@ -58,6 +58,11 @@ SIZES: Mapping[str, Dims] = {
     "tiny": Dims(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=4096),
     # ~20M params (qwen3), float32: a benchmark model whose decode is compute-bound on a CPU.
     "20m": Dims(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192),
+    # The same with a 64K context: agent sessions of 25K-50K tokens (scripts/bench_agent_session.py).
+    "20m-64k": Dims(
+        hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192,
+        max_positions=65536,
+    ),
 }
 
 

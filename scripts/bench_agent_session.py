@@ -1,0 +1,271 @@
+"""Agent sessions: a coding agent's conversation replayed against OpenAI-compatible servers,
+turn by turn, with the rewrites real clients make; TTFT and prompt tokens read from cache per
+turn, and the whole session's time, against direct mlx-lm prefilling only what changed.
+
+    python -m scripts.bench_agent_session [--size 20m-64k] [--prompt-tokens 25000] [--turns 10]
+        [--sides ours,mlx_lm.server,vllm-mlx,direct] [--vllm-mlx /tmp/vllm-mlx-venv/bin/vllm-mlx]
+        [--openblas-threads 1] [--json out.json]
+
+The session (deterministic, seeded): a system prompt and `--tools` tool definitions of about
+`--prompt-tokens` tokens in all (what Claude Code or Codex sends first), one user request,
+then `--turns` turns, each the assistant's tool call and its result (200 to 2,000 tokens),
+the request sent again with everything so far (`max_tokens` 8, greedy). Every side gets the
+very same messages (a replay: the assistant turns are the script's, not the model's). Four
+variants, each a session of its own (a salt in the system prompt's first line, so no
+variant reuses another's cache):
+
+- `append`: the history only grows;
+- `thinking_dropped`: each assistant turn carries `reasoning_content` while it is the last
+  one, and loses it in the next request (Anthropic's context management clearing thinking);
+- `system_changes`: the system prompt's first line (a timestamp) changes every request;
+- `results_cleared`: tool results more than 3 turns old become "[cleared]" (Claude Code's
+  tool-result clearing).
+
+Per turn: TTFT (the first streamed chunk with content or a tool call), the prompt's tokens,
+the tokens the server says it read from its cache (`usage.prompt_tokens_details.cached_tokens`;
+"-" where a server does not say), and for `direct` the tokens it could reuse (the common prefix
+with what its cache held: the most any prefix cache can reuse). The sides run one after the
+other (each alone on the machine), under one BLAS environment (scripts/bench_sides.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from scripts.bench_sides import (
+    DirectSide,
+    free_port,
+    mlx_lm_server,
+    ours,
+    side_env,
+    vllm_mlx,
+)
+from scripts.checkpoints import ensure_checkpoint
+
+VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared")
+WORDS = (
+    "file function module test build error value change config request response server "
+    "client cache token model stream parse check return import class method string list "
+    "object field path line branch commit review patch deploy worker queue thread lock "
+    "memory index search replace refactor rename format lint type schema handler route"
+).split()
+KEEP_RESULTS = 3
+
+
+def prose(rng: random.Random, words: int) -> str:
+    out, sentence = [], []
+    for _ in range(words):
+        sentence.append(rng.choice(WORDS))
+        if len(sentence) >= rng.randint(8, 16):
+            out.append(" ".join(sentence).capitalize() + ".")
+            sentence = []
+    return " ".join(out + ([" ".join(sentence) + "."] if sentence else []))
+
+
+def tool_definitions(rng: random.Random, count: int, words: int) -> list[dict]:
+    tools = []
+    for i in range(count):
+        properties = {
+            f"arg_{j}": {"type": rng.choice(["string", "integer", "boolean"]),
+                         "description": prose(rng, words // 8)}
+            for j in range(4)
+        }  # fmt: skip
+        tools.append({"type": "function", "function": {
+            "name": f"tool_{i}_{rng.choice(WORDS)}", "description": prose(rng, words // 2),
+            "parameters": {"type": "object", "properties": properties,
+                           "required": list(properties)[:2]},
+        }})  # fmt: skip
+    return tools
+
+
+class Session:
+    """The scripted session: its tools and, per variant, the messages of every turn."""
+
+    def __init__(self, seed: int, prompt_words: int, tools: int, turns: int) -> None:
+        rng = random.Random(seed)
+        self.tools = tool_definitions(rng, tools, prompt_words // (2 * tools))
+        self.system = prose(rng, prompt_words // 2)
+        self.request = "Fix the failing test in the parser module and explain the change."
+        self.calls, self.results, self.thoughts = [], [], []
+        for k in range(turns):
+            tool = rng.choice(self.tools)["function"]
+            self.calls.append({"id": f"call_{k}", "type": "function", "function": {
+                "name": tool["name"],
+                "arguments": json.dumps({"arg_0": rng.choice(WORDS), "arg_1": k}),
+            }})  # fmt: skip
+            self.results.append(prose(rng, rng.randint(150, 1500)))
+            self.thoughts.append(prose(rng, 60))
+
+    def turns(self, variant: str, salt: str) -> list[list[dict]]:
+        return [self.messages(variant, salt, k) for k in range(len(self.calls) + 1)]
+
+    def messages(self, variant: str, salt: str, upto: int) -> list[dict]:
+        first_line = f"Session {salt}."
+        if variant == "system_changes":
+            first_line += f" Current time: 2026-12-01T10:{upto:02d}:00Z."
+        messages: list[dict] = [
+            {"role": "system", "content": f"{first_line}\n{self.system}"},
+            {"role": "user", "content": self.request},
+        ]
+        for k in range(upto):
+            assistant: dict[str, Any] = {"role": "assistant", "content": "",
+                                         "tool_calls": [self.calls[k]]}  # fmt: skip
+            if variant == "thinking_dropped" and k == upto - 1:
+                assistant["reasoning_content"] = self.thoughts[k]
+            result = self.results[k]
+            if variant == "results_cleared" and k < upto - KEEP_RESULTS:
+                result = "[cleared]"
+            messages += [assistant, {"role": "tool", "tool_call_id": f"call_{k}",
+                                     "content": result}]  # fmt: skip
+        return messages
+
+
+def server_turn(client: httpx.Client, model: str, messages: list, tools: list, tokens: int) -> dict:
+    body = {"model": model, "messages": messages, "tools": tools, "max_tokens": tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    start = time.perf_counter()
+    ttft, usage = None, None
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.read()[:300]!r}")
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            event = json.loads(line[6:])
+            delta = (event.get("choices") or [{}])[0].get("delta") or {}
+            if ttft is None and (delta.get("content") or delta.get("tool_calls")
+                                 or delta.get("reasoning_content") or delta.get("reasoning")):  # fmt: skip
+                ttft = time.perf_counter() - start
+            usage = event.get("usage") or usage
+    total = time.perf_counter() - start
+    details = (usage or {}).get("prompt_tokens_details") or {}
+    return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total,
+            "prompt_tokens": (usage or {}).get("prompt_tokens"),
+            "cached_tokens": details.get("cached_tokens")}  # fmt: skip
+
+
+def run_server(side: Any, session: Session, variants: list[str], tokens: int) -> dict:
+    out = {}
+    with httpx.Client(base_url=side.url, timeout=1800) as client:
+        model = side.model
+        if model == "auto":  # the id the server lists
+            model = client.get("/v1/models").json()["data"][0]["id"]
+        for variant in variants:
+            started = time.perf_counter()
+            rows = [server_turn(client, model, messages, session.tools, tokens)
+                    for messages in session.turns(variant, variant)]  # fmt: skip
+            out[variant] = {"turns": rows, "session_s": time.perf_counter() - started}
+    return out
+
+
+def run_direct(direct: DirectSide, session: Session, variants: list[str], tokens: int) -> dict:
+    out = {}
+    for variant in variants:
+        started = time.perf_counter()
+        result = direct.call("session", turns=session.turns(variant, variant),
+                             tools=session.tools, max_tokens=tokens)  # fmt: skip
+        out[variant] = {"turns": result["turns"], "session_s": time.perf_counter() - started}
+    return out
+
+
+def prompt_words(path: str, args: argparse.Namespace) -> int:
+    """Words of system prompt and tools that make about `--prompt-tokens` tokens with this
+    checkpoint's tokenizer (measured on a first draft; the first turn's count is reported)."""
+    from tokenizers import Tokenizer
+
+    draft = Session(args.seed, 4000, args.tools, 0)
+    text = draft.system + json.dumps(draft.tools)
+    per_word = len(Tokenizer.from_file(f"{path}/tokenizer.json").encode(text).ids) / 4000
+    return int(args.prompt_tokens / per_word)
+
+
+def start_side(name: str, args: argparse.Namespace, path: str, env: dict, logs: Path) -> Any:
+    if name == "direct":
+        return DirectSide(path, env, logs)
+    port = free_port()
+    if name == "ours":
+        side = ours(path, port, args.blas, logs, 8)
+    elif name == "mlx_lm.server":
+        side = mlx_lm_server(path, port, logs)
+    else:
+        side = vllm_mlx(args.vllm_mlx, path, port, logs)
+    side.start(env, port)
+    side.wait_ready()
+    return side
+
+
+def report(results: dict, variants: list[str]) -> None:
+    for variant in variants:
+        print(f"\n### {variant}\n")
+        sides = [s for s in results if variant in results[s]]
+        head = " | ".join(f"{s} TTFT | {s} cached" for s in sides)
+        print(f"| turn | prompt tokens | {head} |")
+        print("| --- | --- |" + " --- | --- |" * len(sides))
+        first = results[sides[0]][variant]["turns"]
+        for k in range(len(first)):
+            cells = []
+            for s in sides:
+                row = results[s][variant]["turns"][k]
+                cached = row.get("cached_tokens", row.get("reused_tokens"))
+                cells += [f"{row['ttft_s']:.3f} s", "-" if cached is None else str(cached)]
+            prompt = next((results[s][variant]["turns"][k].get("prompt_tokens") for s in sides
+                           if results[s][variant]["turns"][k].get("prompt_tokens")), "-")  # fmt: skip
+            print(f"| {k} | {prompt} | " + " | ".join(cells) + " |")
+        totals = " | ".join(f"{s}: {results[s][variant]['session_s']:.1f} s" for s in sides)
+        print(f"\nwhole session: {totals}")
+        later = {s: statistics.median(r["ttft_s"] for r in results[s][variant]["turns"][1:])
+                 for s in sides}  # fmt: skip
+        print("median TTFT of turns 1..: " + ", ".join(f"{s} {v:.3f} s" for s, v in later.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="a checkpoint directory [--arch/--size]")
+    parser.add_argument("--arch", default="qwen3")
+    parser.add_argument("--size", default="20m-64k")
+    parser.add_argument("--prompt-tokens", type=int, default=25000)
+    parser.add_argument("--tools", type=int, default=24)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--sides", default="ours,mlx_lm.server,direct")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--vllm-mlx", default="/tmp/vllm-mlx-venv/bin/vllm-mlx")
+    parser.add_argument("--blas", default="openblas", choices=["openblas", "bundled"])
+    parser.add_argument("--openblas-threads", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    path = args.model or str(ensure_checkpoint(args.arch, args.size))
+    session = Session(args.seed, prompt_words(path, args), args.tools, args.turns)
+    variants = args.variants.split(",")
+    env = side_env(args.blas, args.openblas_threads)
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.sides.split(","):
+            side = start_side(name, args, path, env, Path(tmp))
+            try:
+                if name == "direct":
+                    results[name] = run_direct(side, session, variants, args.max_tokens)
+                else:
+                    results[name] = run_server(side, session, variants, args.max_tokens)
+            finally:
+                side.stop()
+            print(f"{name}: done", flush=True)
+    print(f"\n{Path(path).name}, {args.tools} tools, {args.turns} turns, "
+          f"max_tokens {args.max_tokens}, BLAS {args.blas}")  # fmt: skip
+    report(results, variants)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

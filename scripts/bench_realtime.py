@@ -41,7 +41,7 @@ from scripts.bench_audio_out import first_phrase, tts_first_audio
 from scripts.bench_pool import default_model
 from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
-from tests.weights.test_realtime import loud_span_ms, pcm24k
+from tests.support.spoken import loud_span_ms, pcm24k
 
 QUESTION = "Can you tell me a short story about the sea?"
 STEP_MS = 100

@@ -40,20 +40,9 @@ from gateway.realtime.vad import (  # noqa: E402
     TurnSettings,
     inference_session,
 )
+from tests.support.spoken import SENTENCES  # noqa: E402
 
 RATE = 16000
-SENTENCES = (
-    "The weather is nice today, so we will go for a walk in the park.",
-    "Please send me the report before the meeting on Friday morning.",
-    "My sister plays the piano every evening after dinner.",
-    "She bought fresh bread, cheese and apples at the market.",
-    "Our train leaves from the central station at noon.",
-    "Can you turn off the lights when you leave the room?",
-    "The children played football in the garden after school.",
-    "I would like a cup of coffee with milk and no sugar.",
-    "The library is closed on Sundays and public holidays.",
-    "He forgot his umbrella and got wet in the rain.",
-)
 
 
 def spoken(text: str, tmp: Path) -> np.ndarray:

@@ -43,7 +43,7 @@ from gateway.realtime.names import Names
 from gateway.realtime.pcm import wav_file
 from gateway.realtime.response import Response, Speech
 from gateway.realtime.vad import SpeechProbability, TurnDetector, inference_session
-from gateway.realtime.wire import EventError, Outbox, error_event, new_id
+from gateway.realtime.wire import EventError, Outbox, as_event_error, error_event, new_id
 from gateway.routes.common import engine_for, first_model_of
 from gateway.routes.model_names import resolve_model
 from gateway.routes.speech import phrase_voice, speech_model
@@ -105,7 +105,7 @@ class Session:
         except EventError as exc:
             await self.send(error_event(exc, _client_id(event)))
         except (APIError, EngineUnavailable) as exc:  # a request's own (a parser's, a model's)
-            await self.send(error_event(_as_event_error(exc), _client_id(event)))
+            await self.send(error_event(as_event_error(exc), _client_id(event)))
 
     async def close(self) -> None:
         self.outbox.closed = True
@@ -246,7 +246,7 @@ class Session:
                     "usage": {"type": "duration", "seconds": round(len(part.audio) / 48000, 3)},
                 })  # fmt: skip
         except (EventError, APIError, EngineUnavailable) as exc:
-            error = exc if isinstance(exc, EventError) else _as_event_error(exc)
+            error = as_event_error(exc)
             part.text, part.transcribed = "", True
             await self.send({
                 "type": "conversation.item.input_audio_transcription.failed",
@@ -376,7 +376,7 @@ class Session:
         try:
             await self._prepare_and_start(config, items, into_conversation)
         except (EventError, APIError, EngineUnavailable) as exc:
-            error = exc if isinstance(exc, EventError) else _as_event_error(exc)
+            error = as_event_error(exc)
             await self.send(error_event(error, client_event_id))
 
     async def _prepare_and_start(self, config: cfg.SessionConfig, items: list[Item] | None,
@@ -475,13 +475,6 @@ def _fields(event: dict[str, Any], allowed: set[str]) -> None:
 def _client_id(event: dict[str, Any]) -> str | None:
     value = event.get("event_id")
     return value if isinstance(value, str) else None
-
-
-def _as_event_error(exc: APIError | EngineUnavailable) -> EventError:
-    if isinstance(exc, EngineUnavailable):
-        return EventError(exc.reason, None, "engine_unavailable", "server_error")
-    kind = "server_error" if exc.status >= 500 else "invalid_request_error"
-    return EventError(exc.message, exc.param, exc.code or "invalid_value", kind)
 
 
 def _log_failure(task: asyncio.Task) -> None:

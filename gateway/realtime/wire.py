@@ -16,6 +16,9 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from gateway.engine.errors import EngineUnavailable
+from gateway.http.errors import APIError
+
 MAX_EVENT_BYTES = 15 * 2**20
 WS_MAX_SIZE = MAX_EVENT_BYTES + 2**20  # uvicorn's limit for one message (ws_max_size)
 
@@ -31,6 +34,16 @@ class EventError(Exception):
                  kind: str = "invalid_request_error") -> None:  # fmt: skip
         super().__init__(message)
         self.message, self.param, self.code, self.kind = message, param, code, kind
+
+
+def as_event_error(exc: EventError | APIError | EngineUnavailable) -> EventError:
+    """A request's own error (a parser's 4xx, a model's, no worker) as an `error` event's."""
+    if isinstance(exc, EventError):
+        return exc
+    if isinstance(exc, EngineUnavailable):
+        return EventError(exc.reason, None, "engine_unavailable", "server_error")
+    kind = "server_error" if exc.status >= 500 else "invalid_request_error"
+    return EventError(exc.message, exc.param, exc.code or "invalid_value", kind)
 
 
 def error_event(error: EventError, client_event_id: str | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from gateway.engine.served_models import CHAT
 from gateway.http.errors import APIError
 from gateway.realtime.names import names_for
 from gateway.realtime.session import Session
-from gateway.realtime.wire import EventError, error_event, receive_event
+from gateway.realtime.wire import EventError, as_event_error, error_event, receive_event
 from gateway.routes.common import engine_for, first_model_of
 from gateway.routes.model_names import resolve_model
 
@@ -69,17 +69,9 @@ async def _serve(websocket: WebSocket) -> None:
         if ready.text is None:
             raise EventError("the realtime API needs a chat model", "model", "model_not_found")
         model = resolve_model(websocket, name, CHAT).id if name else chat.model_name
-    except APIError as exc:
-        await _refuse(
-            websocket, EventError(exc.message, exc.param, exc.code or "invalid_value"), 1008
-        )
-        return
-    except EventError as exc:
-        await _refuse(websocket, exc, 1008)
-        return
-    except EngineUnavailable as exc:
-        await _refuse(websocket, EventError(exc.reason, None, "engine_unavailable",
-                                            "server_error"), 1013)  # fmt: skip
+    except (APIError, EventError, EngineUnavailable) as exc:
+        code = 1013 if isinstance(exc, EngineUnavailable) else 1008  # 1013: try again later
+        await _refuse(websocket, as_event_error(exc), code)
         return
     session = Session(websocket, names_for(websocket.headers), model, chat)
     try:

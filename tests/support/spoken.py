@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 VOICE, RATE = "en-us", 130  # espeak-ng -v VOICE -s RATE
@@ -63,6 +64,23 @@ def speak(path: Path, text: str, voice: str = VOICE, rate: int = RATE) -> Path:
     command = ["espeak-ng", "-v", voice, "-s", str(rate), "-w", str(path), text]
     subprocess.run(command, check=True, capture_output=True)
     return path
+
+
+def pcm24k(text: str, lead_s: float = 0.6, tail_s: float = 1.2) -> bytes:
+    """espeak-ng's speech of `text` as 24 kHz PCM16, with silence before and after."""
+    wav = subprocess.run(["espeak-ng", "-v", VOICE, "-s", str(RATE), "--stdout", text],
+                         capture_output=True, check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["sox", "-t", "wav", "-", "-t", "raw", "-r", "24000", "-c", "1", "-b", "16",
+         "-e", "signed-integer", "-", "pad", str(lead_s), str(tail_s)],
+        input=wav, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+
+
+def loud_span_ms(pcm: bytes) -> tuple[int, int]:
+    """Where the speech is: the first and last sample above -40 dBFS, in ms."""
+    loud = np.flatnonzero(np.abs(np.frombuffer(pcm, "<i2")) > 328)
+    return int(loud[0]) // 24, int(loud[-1]) // 24
 
 
 def concatenate(path: Path, parts: list[Path], gap: float = 0.0) -> Path:

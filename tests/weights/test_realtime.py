@@ -15,11 +15,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 import websockets
 from openai import AsyncOpenAI
@@ -27,7 +25,7 @@ from openai import AsyncOpenAI
 from scripts.checkpoints import ensure_checkpoint
 from scripts.checkpoints.scripted import ANSWER, TOOL_NAME
 from tests.support.server import API_KEY
-from tests.support.spoken import RATE, VOICE, word_error_rate
+from tests.support.spoken import loud_span_ms, pcm24k, word_error_rate
 from tests.weights.conftest import start_server
 
 pytestmark = pytest.mark.real_weights
@@ -50,23 +48,6 @@ def voice_server(tiny_en, tmp_path_factory):
     server = start_server(args, tmp_path_factory.mktemp("logs") / "realtime.log")
     yield server
     server.stop()
-
-
-def pcm24k(text: str, lead_s: float = 0.6, tail_s: float = 1.2) -> bytes:
-    """espeak-ng's speech of `text` as 24 kHz PCM16, with silence before and after."""
-    wav = subprocess.run(["espeak-ng", "-v", VOICE, "-s", str(RATE), "--stdout", text],
-                         capture_output=True, check=True).stdout  # fmt: skip
-    return subprocess.run(
-        ["sox", "-t", "wav", "-", "-t", "raw", "-r", "24000", "-c", "1", "-b", "16",
-         "-e", "signed-integer", "-", "pad", str(lead_s), str(tail_s)],
-        input=wav, capture_output=True, check=True,
-    ).stdout  # fmt: skip
-
-
-def loud_span_ms(pcm: bytes) -> tuple[int, int]:
-    """Where the speech is: the first and last sample above -40 dBFS, in ms."""
-    loud = np.flatnonzero(np.abs(np.frombuffer(pcm, "<i2")) > 328)
-    return int(loud[0]) // 24, int(loud[-1]) // 24
 
 
 async def send_paced(conn, pcm: bytes) -> None:

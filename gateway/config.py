@@ -35,6 +35,12 @@ class ServerConfig:
     remote: str | None = None
     keys_dir: str | None = None
     insecure: bool = False
+    # One model split across the ranks of an MLX distributed group (docs/distributed.md),
+    # started by mlx.launch: the hosts of an mlx.launch hostfile, or `ranks` on this host.
+    distributed_hostfile: str | None = None
+    ranks: int | None = None
+    parallel: str = "auto"  # auto | tensor | pipeline
+    distributed_backend: str | None = None  # ring | jaccl | mpi | nccl; None: mlx.launch's
     log_level: str = "info"
     log_format: str = "text"  # text | json (protocol/log_format.py), gateway and worker alike
     log_polls: bool = False  # access-log GET /health and /metrics too (monitors poll them)

@@ -20,6 +20,7 @@ import click
 from bench.options import bench_options
 from convert.cli import convert_command
 from gateway.cli.aliases import alias_config, alias_options
+from gateway.cli.distributed import distributed_config, distributed_options
 from gateway.cli.embeddings import embedding_config, embedding_options
 from gateway.cli.speech import tts
 from gateway.config import ServerConfig
@@ -281,6 +282,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     help="CURVE keys for the models file's remote workers (`keys DIR`: DIR/gateway).",
 )
 @click.option("--insecure", is_flag=True, help="Remote workers over plain TCP (no CURVE).")
+@distributed_options
 @alias_options
 @embedding_options
 @media_options
@@ -297,6 +299,7 @@ def serve(model: str | None, **options: Any) -> None:
     configure_logging(
         options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
     )
+    distributed = distributed_config(options)
     models_file = options.pop("models_file")
     if models_file is not None:
         path, default_name = "", ""
@@ -327,6 +330,7 @@ def serve(model: str | None, **options: Any) -> None:
         backend=options["backend"],
         keys_dir=os.path.abspath(options["keys_dir"]) if options["keys_dir"] else None,
         insecure=options["insecure"],
+        **distributed,
         **alias_config(options),
         **embedding_config(options),
         **media_config(options),

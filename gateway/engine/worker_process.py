@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gateway.config import ServerConfig
+from gateway.engine.distributed_worker import distributed_worker_command, is_distributed
 from launch.blas import BlasUnavailable, blas_environment
 from protocol import Endpoints
 
@@ -46,7 +47,8 @@ GENERATION_FLAGS = (
 def default_worker_command(
     config: ServerConfig, model_path: str, endpoints: Endpoints
 ) -> list[str]:
-    return [
+    """`python -m worker ...`; a distributed worker: that on every rank, via mlx.launch."""
+    argv = [
         sys.executable, "-m", "worker",
         "--model", model_path,
         "--to-worker", endpoints.to_worker,
@@ -54,6 +56,9 @@ def default_worker_command(
         "--parent-pid", str(os.getpid()),
         *worker_arguments(config, model_path)[2:],
     ]  # fmt: skip
+    if is_distributed(config):
+        return distributed_worker_command(config, argv)
+    return argv
 
 
 def worker_arguments(config: ServerConfig, model_path: str) -> list[str]:

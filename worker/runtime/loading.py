@@ -143,14 +143,17 @@ class LoadedEngines:
             close()
 
 
-def load_engines(args: argparse.Namespace) -> LoadedEngines:
-    """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal)."""
+def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines:
+    """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal);
+    `sharder`: the text model is split across a distributed group (worker/distributed/)."""
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
     if args.omni and kind in (TEXT, VISION, EMBED, RERANK):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
+    if sharder is not None and kind != TEXT:
+        raise ValueError(f"only mlx-lm text models can be split across ranks, not {args.model}")
     if kind == TEXT:
-        _add_text(loaded, args)
+        _add_text(loaded, args, sharder)
     elif kind == VISION:
         _add_vision(loaded, args)
     elif kind == EMBED:
@@ -223,11 +226,11 @@ def _add_embedding(loaded: LoadedEngines, path: str, args: argparse.Namespace) -
     loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
 
 
-def _add_text(loaded: LoadedEngines, args: argparse.Namespace) -> None:
+def _add_text(loaded: LoadedEngines, args: argparse.Namespace, sharder: Any = None) -> None:
     from worker.text.args import build_text_engine
     from worker.text.features import configure
 
-    setup = build_text_engine(args)
+    setup = build_text_engine(args, sharder)
     configure(args.reasoning_parser, args.tool_call_parser, setup.tokenizer)
     loaded.engines.append(setup.engine)
     loaded.capabilities += list(setup.engine.capabilities())

@@ -21,6 +21,7 @@ from typing import Any
 
 from protocol.log_format import LOG_FORMATS, configure_logging
 from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
+from worker.distributed.args import add_distributed_arguments, is_leader_rank
 from worker.runtime.channels import WorkerChannels
 from worker.runtime.handoff import Handoff
 from worker.runtime.io_threads import Receiver, Sender
@@ -45,6 +46,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heartbeat-interval", type=float, default=0.5, help="seconds")
     add_generation_arguments(parser)
     add_engine_arguments(parser)
+    add_distributed_arguments(parser)
     parser.add_argument(
         "--log-level",
         type=str.lower,
@@ -64,12 +66,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def run_worker_process(args: argparse.Namespace) -> int:
     """Runs the worker until shutdown (0) or a fatal error (1); returns the exit code."""
     configure_logging(args.log_level, args.log_format, "worker")
-    install_parent_watchdog(args.parent_pid)
+    if args.distributed:  # a rank: mlx.launch is our parent, and dies with the gateway
+        install_parent_watchdog(os.getppid())
+    else:
+        install_parent_watchdog(args.parent_pid)
     # Ctrl-C in a terminal reaches the whole process group: the gateway decides when its worker
     # stops (shutdown call, or its own death via the watchdog), not the keyboard.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The worker loads local directories only: never turn a missing file into a hub call.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.distributed and not is_leader_rank():
+        from worker.distributed.follower import run_follower
+
+        return run_follower(args)
 
     channels = WorkerChannels.connect(args.to_worker, args.from_worker)
     handoff = Handoff()
@@ -101,13 +110,22 @@ def _serve(
     receiver: Receiver,
 ) -> int:
     # Imported here so that a broken MLX install is reported as Fatal like any load failure.
+    lockstep = None
     try:
         from worker.runtime.loading import load_engines
         from worker.text.args import check_blas
 
         check_blas(args.blas)
+        sharder = None
+        if args.distributed:
+            from worker.distributed.follower import join_group
+
+            lockstep, sharder = join_group(args)
         log.info("loading %s", args.model)
-        loaded = load_engines(args)
+        loaded = load_engines(args, sharder)
+        if lockstep is not None:
+            lockstep.group.barrier()  # every rank loaded
+            log.info("rank 0 of %d: %s parallel", lockstep.group.size, sharder.mode)
     except Exception as exc:
         log.exception("cannot load %s", args.model)
         outbox.put(_fatal("the model failed to load", exc))
@@ -137,7 +155,9 @@ def _serve(
     log.info("ready: %s (%s)", args.model, ", ".join(loaded.capabilities))
 
     try:
-        _run_scheduler(loaded.engines, loaded.model, handoff, outbox, stats, args.max_num_seqs)
+        run_scheduler(
+            loaded.engines, loaded.model, handoff, outbox, stats, args.max_num_seqs, lockstep
+        )
     except Exception as exc:
         log.exception("worker loop failed")
         outbox.put(_fatal("the worker loop failed", exc))
@@ -154,13 +174,14 @@ def _fatal(what: str, exc: Exception) -> Fatal:
     return Fatal(f"{what} ({type(exc).__name__})", f"{exc}\n{traceback.format_exc()}")
 
 
-def _run_scheduler(
+def run_scheduler(
     engines: list[Any],
     model: Any,
     handoff: Handoff,
     outbox: queue.SimpleQueue,
     stats: WorkerStats,
     max_num_seqs: int,
+    lockstep: Any = None,
 ) -> None:
     scheduler = Scheduler(
         engines=engines,
@@ -168,6 +189,7 @@ def _run_scheduler(
         outbox=outbox,
         stats=stats,
         max_num_seqs=max_num_seqs,
+        lockstep=lockstep,
     )
     if model is None:  # speech only
         scheduler.run()

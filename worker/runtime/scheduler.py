@@ -22,6 +22,9 @@ engine with continuous batching) own the model work. Each iteration:
    log each request that ended (worker.runtime.request_log).
 Invariants: every Submit gets exactly one terminal Delta, and it carries usage; a request's
 first Delta is its accepted Delta (or its terminal error).
+On a rank of a distributed group (`lockstep`, worker/distributed/lockstep.py) steps 1 and 2
+start from rank 0's Round instead of this process's handoff and clock, so every rank admits,
+aborts, expires and steps the same requests in the same order.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from protocol.messages import (
     Submit,
     Usage,
 )
+from worker.distributed.lockstep import Lockstep, Round
 from worker.runtime.engine import Engine
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.handoff import Handoff, ShutdownRequest
@@ -80,6 +84,7 @@ class Scheduler:
         idle_wait: float = 0.1,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
+        lockstep: Lockstep | None = None,
     ) -> None:
         self._engines = list(engines)
         self._handoff = handoff
@@ -93,6 +98,9 @@ class Scheduler:
         self._idle_wait = idle_wait
         self._clock = clock
         self._timer = timer  # measures steps (the clock is for deadlines)
+        # A rank of a distributed group: each iteration starts from rank 0's Round
+        # (worker/distributed/lockstep.py), so every rank makes the same decisions.
+        self._lockstep = lockstep
         # Seconds of step time each busy engine had since it last became busy (by id), the
         # ones becoming busy next to busy ones starting behind the least served; and when
         # each engine last became idle (by id; the scheduler's start for the others).
@@ -110,11 +118,12 @@ class Scheduler:
     def iteration(self) -> bool:
         """One pass of the loop; False once a shutdown request was served."""
         deltas: list[Delta] = []
-        # Aborts before the inbox: an abort drained now had its Submit queued before it.
-        aborted = self._handoff.aborts.drain()
-        idle = not (self._active or self._waiting or aborted)
+        if self._lockstep is None:
+            round_ = self._collect()
+        else:
+            round_ = self._lockstep.round(lambda: self._collect(self._clock()))
         shutdown: ShutdownRequest | None = None
-        for item in self._handoff.take(self._idle_wait if idle else None):
+        for item in round_.items:
             if isinstance(item, ShutdownRequest):
                 shutdown = item
             else:
@@ -124,13 +133,26 @@ class Scheduler:
             self._emit(deltas)
             self._outbox.put(ControlReply(call_id=shutdown.call_id, ok=True))
             return False
-        self._abort(aborted, deltas)
-        self._expire(deltas)
+        self._abort(round_.aborted, deltas)
+        self._expire(deltas, round_.expired)
         self._step(deltas)
         self._admit(deltas)
         self._stats.set_queue(list(self._active), len(self._waiting))
         self._emit(deltas)
         return True
+
+    def _collect(self, now: float | None = None) -> Round:
+        """This iteration's aborts and arrivals (waiting when idle); with `now`, the requests
+        whose deadline passed by then too (else `_expire` reads the clock itself)."""
+        # Aborts before the inbox: an abort drained now had its Submit queued before it.
+        aborted = self._handoff.aborts.drain()
+        idle = not (self._active or self._waiting or aborted)
+        items = self._handoff.take(self._idle_wait if idle else None)
+        if now is None:
+            return Round(aborted, items)
+        expired = [s.request_id for s in self._waiting if _expired(s, now)]
+        expired += [i for i, a in self._active.items() if _expired(a.submit, now)]
+        return Round(aborted, items, expired)
 
     def _enqueue(self, submit: Submit, deltas: list[Delta]) -> None:
         # Field types were checked when the Submit was decoded (protocol.codec).
@@ -156,12 +178,18 @@ class Scheduler:
             self._stats.count_abort()
             deltas.append(delta)
 
-    def _expire(self, deltas: list[Delta]) -> None:
-        now = self._clock()
-        for submit in [s for s in self._waiting if _expired(s, now)]:
+    def _expire(self, deltas: list[Delta], given: list[str] | None) -> None:
+        """Ends the requests whose deadline passed: by the clock, or the `given` ids."""
+        if given is None:
+            now = self._clock()
+            late = {s.request_id for s in self._waiting if _expired(s, now)}
+            late |= {i for i, a in self._active.items() if _expired(a.submit, now)}
+        else:
+            late = set(given)
+        for submit in [s for s in self._waiting if s.request_id in late]:
             self._waiting.remove(submit)
             deltas.append(_terminal(submit.request_id, FinishReason.ERROR, _DEADLINE_ERROR))
-        expired = [i for i, a in self._active.items() if _expired(a.submit, now)]
+        expired = [i for i in self._active if i in late]
         for delta in self._end_active(expired):
             # The engine ended it as an abort; the client is told why.
             delta.finish_reason = FinishReason.ERROR

@@ -87,8 +87,9 @@ class TextEngineSetup:
     prefix: Any  # worker.text.prefix_reuse.PrefixReuse: close() it at exit
 
 
-def build_text_engine(args: argparse.Namespace) -> TextEngineSetup:
-    """Loads the checkpoint (raises on any failure) and builds the text engine for `args`."""
+def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngineSetup:
+    """Loads the checkpoint (raises on any failure) and builds the text engine for `args`;
+    `sharder` (worker/distributed/sharding.py) splits it across a distributed group."""
     from worker.text.batch_engine import BatchTextEngine
     from worker.text.model import load_text_model
     from worker.text.prefix_reuse import PrefixReuse, open_prefix_cache
@@ -96,8 +97,15 @@ def build_text_engine(args: argparse.Namespace) -> TextEngineSetup:
 
     settings = generation_settings(args)
     text_model = load_text_model(
-        args.model, dtype=args.dtype, draft_path=args.draft_model, adapter_path=args.adapter_path
+        args.model,
+        dtype=args.dtype,
+        draft_path=args.draft_model,
+        adapter_path=args.adapter_path,
+        shard=sharder,
     )
+    cache_bytes = args.prefix_cache_bytes
+    if sharder is not None:
+        cache_bytes = sharder.local_bytes(cache_bytes)
     if settings.kv_bits is not None:
         for model in (text_model.model, text_model.draft_model):
             check_kv_group_size(model, settings.kv_group_size)
@@ -113,7 +121,7 @@ def build_text_engine(args: argparse.Namespace) -> TextEngineSetup:
         cache_settings["draft_key"] = _model_key(args.draft_model)
     prefix = PrefixReuse(
         open_prefix_cache(
-            args.prefix_cache_bytes,
+            cache_bytes,
             args.model,
             cache_settings,
             ssd_dir=args.ssd_cache_dir,

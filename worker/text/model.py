@@ -58,7 +58,11 @@ class TextModel:
 
 
 def load_text_model(
-    path: str, dtype: str = "auto", draft_path: str | None = None, adapter_path: str | None = None
+    path: str,
+    dtype: str = "auto",
+    draft_path: str | None = None,
+    adapter_path: str | None = None,
+    shard: Callable[[nn.Module, dict[str, Any]], None] | None = None,
 ) -> TextModel:
     """Loads a local mlx-lm checkpoint directory (and draft model); raises on any failure.
 
@@ -66,9 +70,11 @@ def load_text_model(
     the floating-point weights at load (on a Linux CPU float32 is the fast path: see
     launch/blas.py). A draft model whose vocabulary differs from the model's is refused.
     `adapter_path`: an mlx-lm LoRA adapter directory, applied as mlx_lm.load applies it.
+    `shard(model, config)` splits the model across a distributed group before its weights are
+    read (worker/distributed/sharding.py), so each rank reads only its part.
     """
-    model, tokenizer = _load(path, dtype, adapter_path)
-    config = json.loads((Path(path) / "config.json").read_text())
+    config = json.loads((Path(path) / "config.json").read_text()) if Path(path).is_dir() else {}
+    model, tokenizer = _load(path, dtype, adapter_path, shard and (lambda m: shard(m, config)))
     text_config = config.get("text_config") or {}
     max_context = config.get("max_position_embeddings") or text_config.get(
         "max_position_embeddings"
@@ -104,20 +110,26 @@ def check_same_vocabulary(tokenizer: Any, draft_tokenizer: Any, draft_path: str)
 
 
 def _load(
-    path: str, dtype: str, adapter_path: str | None = None
+    path: str,
+    dtype: str,
+    adapter_path: str | None = None,
+    shard: Callable[[nn.Module], None] | None = None,
 ) -> tuple[nn.Module, TokenizerWrapper]:
     if not Path(path).is_dir():
         raise FileNotFoundError(f"model directory {path!r} does not exist")
     if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
         raise FileNotFoundError(f"adapter directory {adapter_path!r} has no adapter_config.json")
-    if dtype == "auto":
+    if dtype == "auto" and shard is None:
         return load(path, adapter_path=adapter_path)
-    if dtype not in DTYPES:
+    if dtype != "auto" and dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} (auto, {', '.join(DTYPES)})")
-    # Lazy load, then cast before anything is materialized: the weights are read once.
+    # Lazy load, then cast and split before anything is materialized: the weights are read
+    # once, each rank of a group reading only its part.
     model, tokenizer = load(path, adapter_path=adapter_path, lazy=True)
-    target = DTYPES[dtype]
-    model.set_dtype(target, lambda t: mx.issubdtype(t, mx.floating))
+    if dtype != "auto":
+        model.set_dtype(DTYPES[dtype], lambda t: mx.issubdtype(t, mx.floating))
+    if shard is not None:
+        shard(model)
     mx.eval(model.parameters())
     return model, tokenizer
 

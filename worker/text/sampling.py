@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,27 @@ def make_request_sampler(sampling: ResolvedSampling, vocab_size: int) -> Sampler
     # apply_top_k rejects k >= vocab; such a k keeps every token anyway.
     if 0 < sampling.top_k < vocab_size:
         filters.append(lambda x: apply_top_k(x, sampling.top_k))
-    seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
+    seed = sampling.seed if sampling.seed is not None else _draw_seed()
     return _KeyedCategoricalSampler(
         mx.random.key(seed % 2**64), 1.0 / sampling.temperature, filters
     )
+
+
+def _secret_seed() -> int:
+    return secrets.randbits(63)
+
+
+# Draws an unseeded request's seed. The ranks of a distributed group draw from one shared
+# sequence (`use_seed_source`): they admit the same requests in the same order, so each
+# request gets the same key on every rank and every rank samples the same tokens.
+_draw_seed: Callable[[], int] = _secret_seed
+
+
+def use_seed_source(seed: int) -> None:
+    """Unseeded requests' seeds from now on: the sequence of a generator seeded with `seed`."""
+    global _draw_seed
+    rng = random.Random(seed)
+    _draw_seed = lambda: rng.getrandbits(63)  # noqa: E731
 
 
 def make_request_logits_processors(sampling: ResolvedSampling) -> list[LogitsProcessor]:

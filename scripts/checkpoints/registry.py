@@ -29,6 +29,14 @@ ARCHS: Mapping[str, Arch] = {
         sizes=text.SIZES,
         build=text.build_text_decoder,
     ),
+    # mlx-lm splits it by pipeline as well as by tensor (tests/e2e/test_distributed.py).
+    "qwen2": Arch(
+        QWEN2,
+        text.qwen2_config,
+        text.qwen3_generation_config,
+        sizes=text.SIZES,
+        build=text.build_text_decoder,
+    ),
     "llama": Arch(
         LLAMA3,
         text.llama_config,

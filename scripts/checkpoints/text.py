@@ -60,7 +60,12 @@ SIZES: Mapping[str, Dims] = {
     "20m": Dims(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192),
     # The same with a 64K context: agent sessions of 25K-50K tokens (scripts/bench_agent_session.py).
     "20m-64k": Dims(
-        hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192,
+        hidden=384,
+        layers=8,
+        heads=6,
+        kv_heads=2,
+        intermediate=1536,
+        vocab=8192,
         max_positions=65536,
     ),
 }
@@ -94,6 +99,11 @@ def qwen3_config(d: Dims, tid: TokenId) -> dict[str, Any]:
         "use_sliding_window": False,
         "vocab_size": d.vocab,
     }
+
+
+def qwen2_config(d: Dims, tid: TokenId) -> dict[str, Any]:
+    """Qwen2: Qwen3 without the q/k norms, with q/k/v biases (zero here); mlx-lm pipelines it."""
+    return qwen3_config(d, tid) | {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
 
 
 def qwen_generation_config(
@@ -190,6 +200,9 @@ def decoder_weights(config: Mapping[str, Any], zero_rows: list[int]) -> dict[str
         if config["model_type"] == "qwen3":
             specs[p + "self_attn.q_norm.weight"] = ((head_dim,), None)
             specs[p + "self_attn.k_norm.weight"] = ((head_dim,), None)
+        if config["model_type"] == "qwen2":
+            for name, width in (("q", q_out), ("k", kv_out), ("v", kv_out)):
+                specs[p + f"self_attn.{name}_proj.bias"] = ((width,), 0.0)
     output_name = "model.embed_tokens.weight"
     if not config["tie_word_embeddings"]:
         output_name = "lm_head.weight"

@@ -35,7 +35,7 @@ class _Given:
     def __init__(self, rounds: list[Round]) -> None:
         self.rounds = rounds
 
-    def round(self, collect):
+    def round(self, collect, idle=False):
         return self.rounds.pop(0) if self.rounds else Round(expired=[])
 
 
@@ -55,7 +55,7 @@ def test_rank_0_decides_expiry_by_its_clock_before_sharing():
     rounds = []
 
     class Leader:
-        def round(self, collect):
+        def round(self, collect, idle=False):
             rounds.append(collect())
             return rounds[-1]
 

@@ -11,6 +11,7 @@ local ranks (which watch the launcher: worker/runtime/process.py) die with it.
 from __future__ import annotations
 
 import os
+import select
 import sys
 
 from worker.runtime.parent_watchdog import install_parent_watchdog
@@ -24,10 +25,14 @@ def main(argv: list[str]) -> None:
     # /dev/null (always readable) that poll would spin. A pipe no one writes to stays quiet.
     quiet, _keep_open = os.pipe()
     os.dup2(quiet, 0)
-    from mlx._distributed_utils.launch import main as mlx_launch
+    from mlx._distributed_utils import launch
 
+    # Each rank's thread in mlx.launch selects on the rank's stdin for writing with a 1 s
+    # timeout; a pipe is always writable, so the thread would spin a core. Nothing is ever
+    # written to the ranks' stdin (ours is quiet), so only their output is waited for.
+    launch.select = lambda r, w, x, timeout=None: (*select.select(r, [], x, timeout)[:1], [], [])
     sys.argv = ["mlx.launch", *argv[3:]]
-    mlx_launch()
+    launch.main()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ One iteration costs one scalar `all_sum` when nothing arrived, two when somethin
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from worker.distributed.group import Group
 
 log = logging.getLogger("worker")
+
+# Seconds an idle group's ranks wait between Rounds: the most a request arriving at an idle
+# group waits, and what keeps the idle ranks from spinning in a collective.
+IDLE_PAUSE = 0.02
 
 
 @dataclass(slots=True)
@@ -70,8 +75,14 @@ class Lockstep:
     def __init__(self, group: Group) -> None:
         self.group = group
 
-    def round(self, collect: Callable[[], Round]) -> Round:
-        """Rank 0: `collect()` (its handoff and clock), sent to all; others: what rank 0 sent."""
+    def round(self, collect: Callable[[], Round], idle: bool = False) -> Round:
+        """Rank 0: `collect()` (its handoff and clock), sent to all; others: what rank 0 sent.
+
+        The backends' collectives busy-wait (the ring spins a core while it waits), so an
+        idle group does not wait inside one: rank 0 waits up to IDLE_PAUSE for an arrival
+        (the scheduler's idle wait) and the others sleep as long before joining it."""
+        if not self.group.is_leader and idle:
+            time.sleep(IDLE_PAUSE)
         if self.group.is_leader:
             mine = collect()
             if mine.expired is None:

@@ -22,6 +22,7 @@ from typing import Any
 from protocol.log_format import LOG_FORMATS, configure_logging
 from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
 from worker.distributed.args import add_distributed_arguments, is_leader_rank
+from worker.distributed.lockstep import IDLE_PAUSE
 from worker.runtime.channels import WorkerChannels
 from worker.runtime.handoff import Handoff
 from worker.runtime.io_threads import Receiver, Sender
@@ -190,6 +191,7 @@ def run_scheduler(
         stats=stats,
         max_num_seqs=max_num_seqs,
         lockstep=lockstep,
+        **({} if lockstep is None else {"idle_wait": IDLE_PAUSE}),
     )
     if model is None:  # speech only
         scheduler.run()

@@ -121,7 +121,8 @@ class Scheduler:
         if self._lockstep is None:
             round_ = self._collect()
         else:
-            round_ = self._lockstep.round(lambda: self._collect(self._clock()))
+            idle = not (self._active or self._waiting)
+            round_ = self._lockstep.round(lambda: self._collect(self._clock()), idle)
         shutdown: ShutdownRequest | None = None
         for item in round_.items:
             if isinstance(item, ShutdownRequest):

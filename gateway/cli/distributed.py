@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-PARALLEL_MODES = ("auto", "tensor", "pipeline")
+from launch.parallel_modes import PARALLEL_MODES
+
 BACKENDS = ("ring", "jaccl", "jaccl-ring", "mpi", "nccl")
 # Flags a distributed worker refuses: the group serves one mlx-lm text model and nothing next
 # to it (every rank would load the other models too, and their work is not in lockstep).

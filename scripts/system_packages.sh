@@ -5,6 +5,7 @@
 #   libopenblas0-pthread  the worker's float32 matmuls ~30x faster on the Linux CPU (--blas auto)
 #   ffmpeg                m4a / opus / webm uploads to the transcription endpoints
 #   espeak-ng             the real speech the transcription and real-weights tests use
+#   sox                   joins and resamples that speech (the realtime and VAD tests)
 #   nodejs, npm           the client tier's Node clients (Claude Code, Codex CLI, the SDKs)
 #   chromium, chromium-driver  headless Chromium for the web playground's tests (tests/browser/)
 set -uo pipefail
@@ -13,6 +14,7 @@ missing=()
 ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || missing+=(libopenblas0-pthread)
 command -v ffmpeg >/dev/null || missing+=(ffmpeg)
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+command -v sox >/dev/null || missing+=(sox)
 command -v npm >/dev/null || missing+=(nodejs npm)
 { command -v chromium && command -v chromedriver; } >/dev/null || missing+=(chromium chromium-driver)
 [ "${#missing[@]}" -eq 0 ] && exit 0

@@ -16,6 +16,7 @@ from gateway.realtime.vad import (
     TurnSettings,
 )
 from gateway.realtime.wire import EventError
+from tests.support.spoken import require
 
 
 def pcm(samples: np.ndarray) -> bytes:
@@ -91,6 +92,7 @@ def test_silero_hears_speech_in_espeak_audio_and_none_in_noise(tmp_path):
         session = inference_session()
     except Exception as exc:  # the pinned wheel cannot be downloaded here
         pytest.skip(f"Silero VAD unavailable: {exc}")
+    require("espeak-ng", "sox")
     path = tmp_path / "s.wav"
     subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(path), "The weather is nice today."],
                    check=True)  # fmt: skip

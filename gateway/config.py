@@ -46,6 +46,9 @@ class ServerConfig:
     log_polls: bool = False  # access-log GET /health and /metrics too (monitors poll them)
     # Generation, passed to the worker as flags of the same names (worker/text/args.py).
     prefill_step_size: int = 2048  # prompt tokens per prefill chunk
+    # Beside decoding streams a prefill chunk takes at most this many times their decode step
+    # (worker/text/prefill_pacing.py); None: the worker's default (0.7; 0 in a distributed group).
+    prefill_interleave: float | None = None
     draft_model: str | None = None  # checkpoint directory: speculative decoding
     adapter_path: str | None = None  # an mlx-lm LoRA adapter directory (models file: adapter)
     num_draft_tokens: int = 3

@@ -21,6 +21,8 @@ REFUSED = {
     "draft_model": "--draft-model",
     "adapter_path": "--adapter-path",
     "ssd_cache_dir": "--ssd-cache-dir",
+    # The ranks must choose the same prefill chunks; pacing follows each rank's clock.
+    "prefill_interleave": "--prefill-interleave (other than 0)",
     "models_file": "--models",
 }
 

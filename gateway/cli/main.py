@@ -73,6 +73,12 @@ def generation_options(command: Any) -> Any:
     """The worker's generation flags (ServerConfig fields of the same names)."""
     options = [
         ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
+        (
+            "--prefill-interleave",
+            click.FloatRange(min=0),
+            "Beside decoding streams a prefill chunk takes at most this x their decode step "
+            "[default: 0.7; 0: whole chunks].",
+        ),
         ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
         ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
         ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
@@ -141,7 +147,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     fields = {
         name: options[name]
         for name in (
-            "prefill_step_size", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
+            "prefill_step_size", "prefill_interleave", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
             "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
             "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
             "talker_max_frames",

@@ -35,7 +35,7 @@ PIPE_DRAIN_TIMEOUT = 1.0
 
 # ServerConfig fields passed to the worker as `--field-name value` when they are set.
 GENERATION_FLAGS = (
-    "prefill_step_size", "draft_model", "adapter_path", "num_draft_tokens", "kv_bits", "kv_group_size",
+    "prefill_step_size", "prefill_interleave", "draft_model", "adapter_path", "num_draft_tokens", "kv_bits", "kv_group_size",
     "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
     "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "tts_model", "asr_model",
     "reasoning_parser", "tool_call_parser", "vision_cache_entries", "talker_max_frames",

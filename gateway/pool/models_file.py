@@ -37,7 +37,7 @@ KINDS = ("chat", "tts", "asr", "embed", "rerank", "auto")
 OPTIONS = frozenset(
     {
         "max_num_seqs", "max_queue", "queue_timeout", "max_tokens", "drain_timeout",
-        "heartbeat_timeout", "prefill_step_size", "draft_model", "num_draft_tokens", "kv_bits",
+        "heartbeat_timeout", "prefill_step_size", "prefill_interleave", "draft_model", "num_draft_tokens", "kv_bits",
         "kv_group_size", "quantized_kv_start", "max_kv_size", "dtype", "blas",
         "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts",
         "reasoning_parser", "tool_call_parser", "backend", "vision_cache_entries",
@@ -254,6 +254,8 @@ class _Reader:
             default = defaults[key]
             if key in _INT_OR_NONE:
                 expected: type = int
+            elif key in _FLOAT_OR_NONE:
+                expected = float
             else:
                 expected = type(default) if default is not None else str
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
@@ -267,8 +269,9 @@ class _Reader:
         return out
 
 
-# Options whose default is None but whose value is an integer.
+# Options whose default is None but whose value is an integer (a number).
 _INT_OR_NONE = frozenset({"kv_bits", "max_kv_size"})
+_FLOAT_OR_NONE = frozenset({"prefill_interleave"})
 # The lowest value of a numeric option (the serve flag's range; the others: 0).
 _AT_LEAST = {"max_num_seqs": 1, "prefill_step_size": 1, "num_draft_tokens": 1,
              "max_tokens": 1, "max_kv_size": 5, "kv_bits": 2}  # fmt: skip

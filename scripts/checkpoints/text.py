@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,21 +53,17 @@ class Dims:
         return self.hidden // self.heads
 
 
+# ~0.8M params (qwen3): loads and generates in milliseconds.
+_TINY = Dims(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=4096)
+# ~20M params (qwen3), float32: a benchmark model whose decode is compute-bound on a CPU.
+_20M = Dims(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192)
 SIZES: Mapping[str, Dims] = {
-    # ~0.8M params (qwen3): loads and generates in milliseconds.
-    "tiny": Dims(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=4096),
-    # ~20M params (qwen3), float32: a benchmark model whose decode is compute-bound on a CPU.
-    "20m": Dims(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1536, vocab=8192),
-    # The same with a 64K context: agent sessions of 25K-50K tokens (scripts/bench_agent_session.py).
-    "20m-64k": Dims(
-        hidden=384,
-        layers=8,
-        heads=6,
-        kv_heads=2,
-        intermediate=1536,
-        vocab=8192,
-        max_positions=65536,
-    ),
+    "tiny": _TINY,
+    # With a 64K context: prefill at agent sizes in seconds (scripts/bench_prefill.py).
+    "tiny-64k": replace(_TINY, max_positions=65536),
+    "20m": _20M,
+    # With a 64K context: agent sessions of 25K-50K tokens (scripts/bench_agent_session.py).
+    "20m-64k": replace(_20M, max_positions=65536),
 }
 
 

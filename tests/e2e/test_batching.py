@@ -54,34 +54,52 @@ def test_concurrent_greedy_streams_each_equal_direct_mlx_lm(default_server, qwen
         assert text == direct.greedy_chat(qwen3_path, msgs, max_tokens).text
 
 
+def stream_text(client, path: str, msgs: list[dict], max_tokens: int, started: threading.Event):
+    """A greedy stream's text; `started` is set once its fifth chunk has arrived."""
+    chunks = client.chat.completions.create(
+        model=model_name(path), messages=msgs, max_tokens=max_tokens, temperature=0, stream=True
+    )
+    text, seen = "", 0
+    for chunk in chunks:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            seen += 1
+            if seen == 5:
+                started.set()
+    return text
+
+
 def test_a_request_joining_mid_flight_leaves_both_equal_to_direct(default_server, qwen3_path):
     client = openai_client(default_server)
-    first_chunks = threading.Event()
-
-    def long_stream() -> str:
-        chunks = client.chat.completions.create(
-            model=model_name(qwen3_path),
-            messages=messages("the sea"),
-            max_tokens=150,
-            temperature=0,
-            stream=True,
-        )
-        text, seen = "", 0
-        for chunk in chunks:
-            if chunk.choices:
-                text += chunk.choices[0].delta.content or ""
-                seen += 1
-                if seen == 5:
-                    first_chunks.set()
-        return text
-
+    started = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(long_stream)
-        assert first_chunks.wait(60)
+        running = pool.submit(stream_text, client, qwen3_path, messages("the sea"), 150, started)
+        assert started.wait(60)
         joined = chat(client, qwen3_path, messages("winter"), 24, temperature=0)
         long_text = running.result(120)
     assert joined == direct.greedy_chat(qwen3_path, messages("winter"), 24).text
     assert long_text == direct.greedy_chat(qwen3_path, messages("the sea"), 150).text
+
+
+def test_a_long_prompt_prefilled_paced_beside_a_stream_leaves_both_equal_to_direct(
+    default_server, qwen3_path
+):
+    """The default server paces prefill (worker/text/prefill_pacing.py): a 1,500-token prompt
+    arriving while a stream decodes is prefilled in chunks sized to the stream's decode step."""
+    client = openai_client(default_server)
+    started = threading.Event()
+    long_messages = [{"role": "user", "content": "Summarize: " + "the tide comes in. " * 300}]
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(stream_text, client, qwen3_path, messages("the sea"), 200, started)
+        assert started.wait(60)
+        reply = client.chat.completions.create(
+            model=model_name(qwen3_path), messages=long_messages, max_tokens=12, temperature=0
+        )
+        text = running.result(120)
+    assert reply.usage.prompt_tokens > 1500
+    expected = direct.greedy_chat(qwen3_path, long_messages, 12).text
+    assert reply.choices[0].message.content == expected
+    assert text == direct.greedy_chat(qwen3_path, messages("the sea"), 200).text
 
 
 def test_each_request_keeps_its_own_sampling_in_a_batch(default_server, qwen3_path):

@@ -115,6 +115,7 @@ def test_a_hostfile_and_a_backend_go_to_mlx_launch(tmp_path):
     [
         (["--ranks", "2", "--tts-model", "x"], "--tts-model does not go with a distributed"),
         (["--ranks", "2", "--ssd-cache-dir", "d"], "--ssd-cache-dir does not go with"),
+        (["--ranks", "2", "--prefill-interleave", "1"], "--prefill-interleave (other than 0)"),
         (["--ranks", "2", "--omni"], "not --omni"),
         (["--parallel", "pipeline"], "--parallel needs --ranks N or --distributed HOSTFILE"),
         (["--ranks", "1"], "1 is not in the range x>=2"),

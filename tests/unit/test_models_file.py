@@ -16,7 +16,8 @@ models:
     aliases: [gpt-4o-mini]
     pinned: true
     preload: true
-    options: {max_num_seqs: 8, kv_bits: 8, tool_call_parser: auto, ssd_cache_max_gb: 4}
+    options: {max_num_seqs: 8, kv_bits: 8, tool_call_parser: auto, ssd_cache_max_gb: 4,
+              prefill_interleave: 1}
   - id: voice
     path: /models/qwen3-tts
     kind: tts
@@ -37,7 +38,8 @@ def test_a_models_file_holds_the_models_and_the_limits():
     chat, voice, coder = models.models
     assert chat.id == "chat" and chat.aliases == ("gpt-4o-mini",) and chat.pinned and chat.preload
     assert chat.options == {
-        "max_num_seqs": 8, "kv_bits": 8, "tool_call_parser": "auto", "ssd_cache_max_gb": 4.0
+        "max_num_seqs": 8, "kv_bits": 8, "tool_call_parser": "auto", "ssd_cache_max_gb": 4.0,
+        "prefill_interleave": 1.0,
     }  # fmt: skip
     assert voice.kind == "tts" and not voice.pinned and chat.kind == "auto"
     assert coder.adapter == "/adapters/sql"
@@ -105,6 +107,8 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
          "f.yaml:2: models[0].id: cannot be read (could not determine a constructor"),
         ("models:\n  - {id: a, path: /a, options: {max_kv_size: 1.5}}\n",
          "f.yaml:2: models[0].options.max_kv_size: must be an integer"),
+        ("models:\n  - {id: a, path: /a, options: {prefill_interleave: fast}}\n",
+         "f.yaml:2: models[0].options.prefill_interleave: must be a number"),
         ("models:\n  - {id: a, path: /a, options: {max_num_seqs: 0}}\n",
          "f.yaml:2: models[0].options.max_num_seqs: must be >= 1"),
         ("models:\n  - {id: a, path: /a, options: {queue_timeout: -1}}\n",

@@ -171,6 +171,8 @@ def test_the_worker_environment_carries_the_preload(openblas_at):
         (["--prefill-step-size", "0"], "--prefill-step-size"),
         (["--kv-bits", "7"], "--kv-bits"),
         (["--blas", "mkl"], "--blas"),
+        (["--prefill-interleave", "-1"], "--prefill-interleave"),
+        (["--prefill-interleave", "nan"], "--prefill-interleave"),
     ],
 )
 def test_the_worker_rejects_bad_generation_flags(flags, complaint, capsys):
@@ -215,11 +217,13 @@ def test_serve_puts_the_generation_flags_in_the_config(configs, tmp_path, openbl
         "serve", str(tmp_path), "--prefill-step-size", "256", "--draft-model", str(draft),
         "--kv-bits", "4", "--kv-group-size", "32", "--max-kv-size", "1024", "--dtype", "float32",
         "--blas", "openblas", "--prefix-cache-bytes", "0", "--warm-prompts", str(warm),
+        "--prefill-interleave", "1.5",
     ]  # fmt: skip
     result = CliRunner().invoke(cli.main, args)
     assert result.exit_code == 0, result.output
     [config] = configs
     assert (config.prefill_step_size, config.draft_model) == (256, str(draft))
+    assert config.prefill_interleave == 1.5
     assert (config.kv_bits, config.kv_group_size, config.max_kv_size) == (4, 32, 1024)
     assert (config.dtype, config.blas, config.prefix_cache_bytes) == ("float32", "openblas", 0)
     assert config.warm_prompts == str(warm)
@@ -291,3 +295,22 @@ def test_a_zero_prefix_cache_budget_turns_the_cache_off():
     setup = engine_setup("--prefix-cache-bytes", "0")
     finish(setup.engine, "r1", "import os\n" * 5)
     assert finish(setup.engine, "r2", "import os\n" * 5).usage.cached_tokens == 0
+
+
+def test_the_batch_engine_is_paced_by_default_and_by_the_flag():
+    from worker.text.prefill_pacing import DEFAULT_RATIO
+
+    assert engine_setup().engine._pacer.ratio == DEFAULT_RATIO
+    assert engine_setup("--prefill-interleave", "0").engine._pacer.enabled is False
+    assert engine_setup("--prefill-interleave", "2").engine._pacer.ratio == 2.0
+
+
+def test_a_distributed_group_prefills_unpaced_and_refuses_pacing():
+    from worker.text.args import prefill_pacer
+    from worker.text.settings import GenerationSettings
+
+    settings = GenerationSettings()
+    assert prefill_pacer(None, settings, distributed=True).enabled is False
+    assert prefill_pacer(0.0, settings, distributed=True).enabled is False
+    with pytest.raises(ValueError, match="--prefill-interleave"):
+        prefill_pacer(0.7, settings, distributed=True)

@@ -1,6 +1,7 @@
 """The worker's generation flags, and building the text engine they describe.
 
-Flags (the gateway's `serve` passes the same names): --prefill-step-size, --draft-model,
+Flags (the gateway's `serve` passes the same names): --prefill-step-size, --prefill-interleave,
+--draft-model,
 --num-draft-tokens, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
 --blas, --prefix-cache-bytes, --ssd-cache-dir, --ssd-cache-max-gb, --warm-prompts.
 `build_text_engine` loads the model (and draft model), opens the prefix cache and picks the
@@ -27,6 +28,13 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--prefill-step-size", type=int, default=2048, help="prompt tokens per prefill chunk")
+    add(
+        "--prefill-interleave",
+        type=float,
+        help="beside decoding streams a prefill chunk takes at most this many times their "
+        "decode step (worker/text/prefill_pacing.py; default 0.7, 0: whole chunks; a "
+        "distributed group: 0)",
+    )
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
     add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")
     add("--num-draft-tokens", type=int, default=3, help="draft tokens per verification")
@@ -54,6 +62,8 @@ def check_generation_arguments(parser: argparse.ArgumentParser, args: argparse.N
         parser.error("--max-kv-size must be more than 4")
     if args.prefix_cache_bytes < 0 or args.ssd_cache_max_gb < 0:
         parser.error("cache sizes must be >= 0")
+    if args.prefill_interleave is not None and not args.prefill_interleave >= 0:
+        parser.error("--prefill-interleave must be >= 0")
 
 
 def check_blas(mode: str) -> None:
@@ -130,7 +140,8 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     )
     blocker = settings.batch_path_blocker(text_model.draft_model is not None)
     if blocker is None:
-        engine: Any = BatchTextEngine(text_model, settings, args.max_num_seqs, prefix)
+        pacer = prefill_pacer(args.prefill_interleave, settings, distributed=sharder is not None)
+        engine: Any = BatchTextEngine(text_model, settings, args.max_num_seqs, prefix, pacer)
         log.info("continuous batching: up to %d requests at once", args.max_num_seqs)
     else:
         engine = SoloTextEngine(text_model, settings, prefix)
@@ -138,6 +149,18 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     if args.warm_prompts:
         warm(text_model, prefix, args.warm_prompts, settings)
     return TextEngineSetup(engine, text_model.model, text_model.tokenizer, prefix)
+
+
+def prefill_pacer(ratio: float | None, settings: Any, distributed: bool) -> Any:
+    """The batch engine's PrefillPacer for --prefill-interleave. A distributed group's ranks
+    must all choose the same chunks, and the pacer follows each rank's own clock: unpaced."""
+    from worker.text.prefill_pacing import DEFAULT_RATIO, PrefillPacer
+
+    if distributed and ratio:
+        raise ValueError("--prefill-interleave: a distributed group prefills unpaced (use 0)")
+    if ratio is None:
+        ratio = 0.0 if distributed else DEFAULT_RATIO
+    return PrefillPacer(settings.prefill_step_size, ratio)
 
 
 def warm(text_model: Any, prefix: Any, path: str, settings: Any) -> int:

@@ -2,9 +2,10 @@
 
 Requests join (`admit`) and leave (`abort`, their end) between steps. One `step` is one
 `BatchGenerator.next()`: one decode step for every request that is generating and one prefill
-chunk (at most `prefill_step_size` tokens) for every request that is still prefilling, so a
-long prompt's prefill is interleaved with the other streams' tokens and aborts apply between
-chunks. Each request keeps its own sampler (worker/text/sampling.py: a seeded request draws from
+chunk for every request that is still prefilling, so a long prompt's prefill is interleaved
+with the other streams' tokens and aborts apply between chunks. A chunk is `prefill_step_size`
+tokens while nothing decodes; beside decoding streams the pacer (worker/text/prefill_pacing.py)
+makes it as small as keeps their inter-token latency within its budget. Each request keeps its own sampler (worker/text/sampling.py: a seeded request draws from
 its own PRNG key whatever else is in the batch), logits processors, max_tokens and stop
 conditions: BatchGenerator calls a request's sampler and processors on that request's row
 only, and shares one call only between requests that use the very same sampler object
@@ -32,6 +33,7 @@ from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
+from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -57,11 +59,13 @@ class BatchTextEngine:
         settings: GenerationSettings,
         max_num_seqs: int,
         prefix: PrefixReuse | None = None,
+        pacer: PrefillPacer | None = None,
     ) -> None:
         self._text_model = text_model
         self._settings = settings
         self._max_num_seqs = max_num_seqs
         self._prefix = prefix or PrefixReuse(None)
+        self._pacer = pacer or PrefillPacer(settings.prefill_step_size, ratio=0)
         eos = sorted(text_model.tokenizer.eos_token_ids)
         self._stop_tokens = StopSequences([[t] for t in eos])
         self._generator = self._new_generator()
@@ -96,11 +100,16 @@ class BatchTextEngine:
     def step(self) -> list[Delta]:
         if not self._by_id:
             return []
+        decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
+        chunk = self._pacer.chunk(decoding, len(self._by_id) - decoding)
+        self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step
         try:
-            _, responses = self._generator.next()
+            with self._generator.stats() as work:
+                _, responses = self._generator.next()
         except Exception as exc:
             log.exception("a batch step failed; ending the %d requests in it", len(self._by_id))
             return self._fail_all(exc)
+        self._pacer.record(work.wall_time, work.prompt_tokens)
         deltas = []
         for response in responses:
             entry = self._by_uid.get(response.uid)

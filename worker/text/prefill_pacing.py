@@ -1,0 +1,85 @@
+"""Prefill chunks sized so that the streams already decoding keep their pace.
+
+One step of the batch engine decodes a token for every generating request and then feeds one
+prefill chunk to every request still prefilling, so every decoding stream waits for that chunk.
+With mlx-lm's fixed chunks (prefill_step_size, 2,048 tokens) a long prompt arriving multiplies
+the other streams' inter-token latency for as long as its prefill lasts: each chunk of a 30K
+prompt attends to everything before it, and on a CPU one chunk takes many decode steps.
+
+The pacer times the steps. A step without prefill measures the decode step; a step with one
+measures the time per prefilled token (what the step took beyond the decode step). While
+requests decode, the next chunk is sized so that it takes at most `ratio` times their decode
+step, so their inter-token latency stays within about 1 + `ratio` of what it is alone. The
+decode step is measured again (one step without prefill) when the number of decoding requests
+changes and every PROBE_EVERY paced steps, since it grows with their contexts. With nothing
+decoding, chunks are the whole prefill_step_size: a prefill alone runs at full speed.
+
+`ratio` 0 turns pacing off (every chunk is prefill_step_size, as in mlx-lm). Chunk sizes follow
+wall-clock time, so they differ between runs: the ranks of a distributed group, which must all
+do the same work, run unpaced (worker/distributed).
+"""
+
+from __future__ import annotations
+
+DEFAULT_RATIO = 0.7  # a paced step takes at most ~1.7x the decode step alone
+PROBE_EVERY = 64  # paced steps between two measurements of the decode step
+FIRST_CHUNK = 16  # prompt tokens per request before the time per token is known
+SMOOTHING = 0.5  # weight of the newest measurement in the running estimates
+
+
+class PrefillPacer:
+    """Chooses each step's prefill chunk (`chunk`) and learns from the step's time (`record`)."""
+
+    def __init__(self, max_chunk: int, ratio: float = DEFAULT_RATIO) -> None:
+        if max_chunk < 1:
+            raise ValueError("max_chunk must be at least 1")
+        if ratio < 0:
+            raise ValueError("ratio must be >= 0")
+        self.max_chunk = max_chunk
+        self.ratio = ratio
+        self._decode_s: float | None = None  # one decode step, for `_decode_n` requests
+        self._decode_n = 0
+        self._token_s: float | None = None  # one prefilled token, beyond the decode step
+        self._since_probe = 0
+        self._planned = (0, 0)  # (decoding, prompt tokens planned) of the step in progress
+
+    @property
+    def enabled(self) -> bool:
+        return self.ratio > 0
+
+    def chunk(self, decoding: int, prefilling: int) -> int:
+        """Prompt tokens each prefilling request gets in the next step, given how many requests
+        decode and prefill in it: 0 makes it a decode-only step that measures the decode step."""
+        self._planned = (decoding, prefilling)
+        if not self.enabled or decoding == 0 or prefilling == 0:
+            return self.max_chunk
+        if self._decode_s is None or self._decode_n != decoding:
+            return 0
+        if self._since_probe >= PROBE_EVERY:
+            return 0
+        if self._token_s is None:
+            return min(FIRST_CHUNK, self.max_chunk)
+        tokens = self.ratio * self._decode_s / self._token_s
+        # (the epsilon keeps 0.5 x 0.02 / 0.001 at 10 tokens, not 9.999...)
+        return max(1, min(self.max_chunk, int(tokens / prefilling + 1e-9)))
+
+    def record(self, wall_s: float, prompt_tokens: int) -> None:
+        """What the step planned by the last `chunk` took, and the prompt tokens it prefilled."""
+        decoding, _ = self._planned
+        if not self.enabled or decoding == 0:
+            return
+        if prompt_tokens == 0:
+            same = self._decode_s is not None and self._decode_n == decoding
+            self._decode_s = _smooth(self._decode_s, wall_s) if same else wall_s
+            self._decode_n = decoding
+            self._since_probe = 0
+            return
+        if self._decode_s is None or self._decode_n != decoding:
+            return  # the decode step it ran beside is not known: nothing to learn
+        per_token = max(wall_s - self._decode_s, 0.0) / prompt_tokens
+        self._token_s = _smooth(self._token_s, per_token)
+        self._since_probe += 1
+
+
+def _smooth(previous: float | None, new: float) -> float:
+    return new if previous is None else (1 - SMOOTHING) * previous + SMOOTHING * new

@@ -40,7 +40,8 @@ WORDS = (
     "file function module test build error value change config request response server "
     "client cache token model stream parse check return import class method string list"
 ).split()
-TOKENS_PER_WORD = 1.43  # the tiny checkpoints' BPE on this prose (scripts/bench_agent_session.py)
+TOKENS_PER_WORD = 1.28  # the tiny checkpoints' BPE on this prose (32,000 asked: 28,637 tokens)
+STREAM_TOKENS = 256  # tokens of each request of the decoding stream
 
 
 def prose(seed: int, tokens: int) -> str:
@@ -76,40 +77,55 @@ def answer(client: httpx.Client, model: str, text: str) -> dict:
 
 
 class Stream(threading.Thread):
-    """A greedy stream that never ends by itself; `times` are its chunks' arrival times."""
+    """Greedy streams one after another until `stop` (EOS banned, `STREAM_TOKENS` each, so
+    the stream's own context, and with it its decode step, stays the same size throughout);
+    `times` holds each one's token arrival times (every chunk that carries a token: content,
+    reasoning or a tool call)."""
 
     def __init__(self, url: str, model: str, bias: dict[str, int]) -> None:
         super().__init__(daemon=True)
-        self.times: list[float] = []
+        self.times: list[list[float]] = []
         self.stop = threading.Event()
-        body = {"model": model, "messages": [{"role": "user", "content": "Count on and on."}],
-                "max_tokens": 60000, "temperature": 0, "stream": True, "logit_bias": bias}  # fmt: skip
-        self._request = (url, body)
+        self._url = url
+        self._body = {"model": model, "messages": [{"role": "user", "content": "Count on."}],
+                      "max_tokens": STREAM_TOKENS, "temperature": 0, "stream": True,
+                      "logit_bias": bias}  # fmt: skip
         self.error: str | None = None
 
     def run(self) -> None:
-        url, body = self._request
         try:
-            with httpx.Client(base_url=url, timeout=None) as client:
-                with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                    for line in response.iter_lines():
-                        if self.stop.is_set():
-                            return
-                        if line.startswith("data: {") and '"content":"' in line.replace(" ", ""):
-                            self.times.append(time.perf_counter())
+            with httpx.Client(base_url=self._url, timeout=None) as client:
+                while not self.stop.is_set():
+                    self.times.append([])
+                    self._one(client, self.times[-1])
         except httpx.HTTPError as exc:
             self.error = repr(exc)
 
+    def _one(self, client: httpx.Client, times: list[float]) -> None:
+        with client.stream("POST", "/v1/chat/completions", json=self._body) as response:
+            for line in response.iter_lines():
+                if self.stop.is_set():
+                    return
+                if line.startswith("data: {") and _carries_a_token(json.loads(line[6:])):
+                    times.append(time.perf_counter())
 
-def gaps(times: list[float], start: float, end: float) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:], strict=False) if a >= start and b <= end]
+
+def _carries_a_token(chunk: dict) -> bool:
+    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+    return any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls"))
+
+
+def gaps(streams: list[list[float]], start: float, end: float) -> list[tuple[float, float]]:
+    """(gap, when it began) between consecutive tokens of one stream, inside [start, end]."""
+    return [(b - a, a) for times in streams for a, b in zip(times, times[1:], strict=False)
+            if a >= start and b <= end]  # fmt: skip
 
 
 def beside_a_stream(side: Any, path: str, long_tokens: int, solo_s: float, seed: int) -> dict:
     bias = {str(t): -100 for t in eos_ids(path)}
     stream = Stream(side.url, side.model, bias)
     stream.start()
-    while len(stream.times) < 5:
+    while sum(len(t) for t in stream.times) < 5:
         if stream.error or not stream.is_alive():
             raise RuntimeError(f"{side.name}: the stream failed: {stream.error}")
         time.sleep(0.05)
@@ -121,7 +137,10 @@ def beside_a_stream(side: Any, path: str, long_tokens: int, solo_s: float, seed:
     done = time.perf_counter()
     stream.stop.set()
     stream.join(timeout=30)
-    solo, during = gaps(stream.times, solo_from, sent), gaps(stream.times, sent, done)
+    solo = [g for g, _ in gaps(stream.times, solo_from, sent)]
+    timed = gaps(stream.times, sent, done)
+    during = [g for g, _ in timed]
+    worst = max(timed, default=None)
     return {
         "long_prompt_tokens": long["prompt_tokens"],
         "long_answer_s": long["seconds"],
@@ -131,6 +150,8 @@ def beside_a_stream(side: Any, path: str, long_tokens: int, solo_s: float, seed:
         "during_itl_p99_ms": 1000 * percentile(during, 0.99) if during else None,
         "during_max_ms": 1000 * max(during) if during else None,
         "tokens_during": len(during),
+        # where the longest gap during the prefill began, in seconds after the prompt was sent
+        "worst_gap_at_s": worst[1] - sent if worst else None,
     }
 
 
@@ -147,6 +168,8 @@ def start(name: str, path: str, env: dict, logs: Path, blas: str) -> Any:
         side.command += ["--prefix-cache-bytes", "0"]  # every prompt is fresh anyway
     side.start(env, port)
     side.wait_ready()
+    if side.model == "auto":  # the id the server lists
+        side.model = httpx.get(side.url + "/v1/models").json()["data"][0]["id"]
     return side
 
 

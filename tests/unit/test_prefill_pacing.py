@@ -21,15 +21,17 @@ def test_unpaced_alone_or_with_nothing_to_prefill_every_chunk_is_the_whole_step_
     assert paced.chunk(decoding=4, prefilling=0) == 512  # nothing to prefill
 
 
-def test_beside_decoding_it_measures_the_decode_step_then_sizes_chunks_to_the_budget():
+def test_beside_decoding_it_measures_the_decode_step_then_steers_chunks_to_the_budget():
     pacer = PrefillPacer(2048, ratio=0.5)
     assert pacer.chunk(decoding=2, prefilling=1) == 0  # a decode-only step, to time it
     pacer.record(0.020, prompt_tokens=0)
     assert pacer.chunk(2, 1) == FIRST_CHUNK
-    pacer.record(0.020 + FIRST_CHUNK * 0.001, prompt_tokens=FIRST_CHUNK)  # 1 ms a token
-    assert pacer.chunk(2, 1) == 10  # 0.5 x 20 ms of prefill at 1 ms a token
-    assert pacer.chunk(2, 2) == 5  # the budget is shared by the prompts prefilling
-    pacer.record(0.020 + 10 * 0.001, prompt_tokens=10)
+    pacer.record(0.020 + FIRST_CHUNK * 0.001, prompt_tokens=FIRST_CHUNK)  # its chunk: 16 ms
+    assert pacer.chunk(2, 1) == 10  # scaled by the budget (0.5 x 20 ms) over 16 ms
+    pacer.record(0.020 + 0.020, prompt_tokens=20)  # two prompts of 10 took 20 ms: halve
+    assert pacer.chunk(2, 2) == 5
+    pacer.record(0.020 + 0.001, prompt_tokens=10)  # far under the budget: at most double
+    assert pacer.chunk(2, 2) == 10
     assert pacer.chunk(3, 1) == 0  # a third stream decodes: its step is timed again
 
 
@@ -55,12 +57,14 @@ def test_a_chunk_is_at_least_one_token_and_at_most_the_step_size():
     fast = PrefillPacer(64, ratio=0.7)
     fast.chunk(1, 1)
     fast.record(0.01, 0)
-    fast.chunk(1, 1)
-    fast.record(0.01 + 16e-6, 16)
-    assert fast.chunk(1, 1) == 64
+    sizes = []
+    for _ in range(6):
+        sizes.append(fast.chunk(1, 1))
+        fast.record(0.01 + sizes[-1] * 1e-6, sizes[-1])
+    assert sizes == [16, 32, 64, 64, 64, 64]
 
 
-@pytest.mark.parametrize("fixed_s", [0.0, 0.002])
+@pytest.mark.parametrize("fixed_s", [0.0, 0.002, 0.010])
 def test_steps_converge_to_the_budget_whatever_a_chunk_costs_on_top_of_its_tokens(fixed_s):
     """A step's time modelled as decode + (fixed + tokens x per-token): the paced steps settle
     at 1 + ratio times the decode step (less a token), never far above it."""
@@ -112,3 +116,15 @@ def test_a_paced_long_prefill_beside_a_decoding_stream_equals_direct(text_model,
     run.until_done()
     assert run.tokens("long") == solo(long_prompt, 6)[0]
     assert run.tokens("fast") == solo(PROMPTS["fib"], 80)[0]
+
+
+def test_when_one_token_takes_more_than_the_budget_every_chunk_is_one_token():
+    """The floor: a chunk's fixed cost alone over budget (the tiny checkpoints on a CPU, where
+    one prefill call costs about a decode step) still moves the prompt a token a step."""
+    pacer = PrefillPacer(2048, ratio=0.7)
+    chunks = []
+    for _ in range(20):
+        chunks.append(pacer.chunk(decoding=1, prefilling=1))
+        pacer.record(0.003 + (0.0025 + 0.0001 * chunks[-1] if chunks[-1] else 0.0), chunks[-1])
+    assert chunks[:2] == [0, FIRST_CHUNK] and set(chunks[-8:]) == {1}
+    assert chunks[1:] == sorted(chunks[1:], reverse=True)  # it only ever shrinks

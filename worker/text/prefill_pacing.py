@@ -7,12 +7,18 @@ the other streams' inter-token latency for as long as its prefill lasts: each ch
 prompt attends to everything before it, and on a CPU one chunk takes many decode steps.
 
 The pacer times the steps. A step without prefill measures the decode step; a step with one
-measures the time per prefilled token (what the step took beyond the decode step). While
-requests decode, the next chunk is sized so that it takes at most `ratio` times their decode
-step, so their inter-token latency stays within about 1 + `ratio` of what it is alone. The
-decode step is measured again (one step without prefill) when the number of decoding requests
-changes and every PROBE_EVERY paced steps, since it grows with their contexts. With nothing
-decoding, chunks are the whole prefill_step_size: a prefill alone runs at full speed.
+measures what its chunk took (the step's time beyond the decode step). While requests decode,
+the chunk is sized so that it takes `ratio` times their decode step, so their inter-token
+latency stays within about 1 + `ratio` of what it is alone. A chunk's time is not proportional
+to its tokens (each prefill call has a fixed cost: the model call, an eval, mlx-lm's
+`clear_cache`), so the size is steered rather than computed: after each paced step it is
+scaled by budget / what the chunk took (growing at most 2x a step), and kept as a fraction so that
+growth from one token is not lost to rounding; it settles where a chunk takes the budget, and
+follows the cost per token as the context grows. The decode step is measured again (one step
+without prefill) when the number of decoding requests changes and every PROBE_EVERY paced
+steps. With nothing decoding, chunks are the whole prefill_step_size: a prefill alone runs at
+full speed, and a request alone is prefilled exactly as `mlx_lm.stream_generate` prefills it
+(the same chunks, so the same floats: greedy output equal token for token).
 
 `ratio` 0 turns pacing off (every chunk is prefill_step_size, as in mlx-lm). Chunk sizes follow
 wall-clock time, so they differ between runs: the ranks of a distributed group, which must all
@@ -21,10 +27,11 @@ do the same work, run unpaced (worker/distributed).
 
 from __future__ import annotations
 
-DEFAULT_RATIO = 0.7  # a paced step takes at most ~1.7x the decode step alone
+DEFAULT_RATIO = 0.7  # a paced step takes about 1.7x the decode step alone
 PROBE_EVERY = 64  # paced steps between two measurements of the decode step
-FIRST_CHUNK = 16  # prompt tokens per request before the time per token is known
-SMOOTHING = 0.5  # weight of the newest measurement in the running estimates
+FIRST_CHUNK = 16  # prompt tokens per request in the first paced step
+SMOOTHING = 0.5  # weight of the newest decode-step measurement
+MAX_SCALE = 2.0  # the most one step's measurement grows the chunk
 
 
 class PrefillPacer:
@@ -39,9 +46,9 @@ class PrefillPacer:
         self.ratio = ratio
         self._decode_s: float | None = None  # one decode step, for `_decode_n` requests
         self._decode_n = 0
-        self._token_s: float | None = None  # one prefilled token, beyond the decode step
+        self._size = float(min(FIRST_CHUNK, max_chunk))  # tokens per prefilling request
         self._since_probe = 0
-        self._planned = (0, 0)  # (decoding, prompt tokens planned) of the step in progress
+        self._planned = 0  # requests decoding in the step in progress
 
     @property
     def enabled(self) -> bool:
@@ -50,22 +57,18 @@ class PrefillPacer:
     def chunk(self, decoding: int, prefilling: int) -> int:
         """Prompt tokens each prefilling request gets in the next step, given how many requests
         decode and prefill in it: 0 makes it a decode-only step that measures the decode step."""
-        self._planned = (decoding, prefilling)
+        self._planned = decoding
         if not self.enabled or decoding == 0 or prefilling == 0:
             return self.max_chunk
         if self._decode_s is None or self._decode_n != decoding:
             return 0
         if self._since_probe >= PROBE_EVERY:
             return 0
-        if self._token_s is None:
-            return min(FIRST_CHUNK, self.max_chunk)
-        tokens = self.ratio * self._decode_s / self._token_s
-        # (the epsilon keeps 0.5 x 0.02 / 0.001 at 10 tokens, not 9.999...)
-        return max(1, min(self.max_chunk, int(tokens / prefilling + 1e-9)))
+        return _tokens(self._size)
 
     def record(self, wall_s: float, prompt_tokens: int) -> None:
         """What the step planned by the last `chunk` took, and the prompt tokens it prefilled."""
-        decoding, _ = self._planned
+        decoding = self._planned
         if not self.enabled or decoding == 0:
             return
         if prompt_tokens == 0:
@@ -76,9 +79,18 @@ class PrefillPacer:
             return
         if self._decode_s is None or self._decode_n != decoding:
             return  # the decode step it ran beside is not known: nothing to learn
-        per_token = max(wall_s - self._decode_s, 0.0) / prompt_tokens
-        self._token_s = _smooth(self._token_s, per_token)
+        budget = self.ratio * self._decode_s
+        self._size = self._steer(self._size, budget, wall_s - self._decode_s)
         self._since_probe += 1
+
+    def _steer(self, size: float, budget: float, took: float) -> float:
+        """`size` scaled by budget / what its chunk took, growing at most MAX_SCALE times."""
+        scale = budget / max(took, budget / MAX_SCALE)
+        return min(float(self.max_chunk), max(1.0, size * scale))
+
+
+def _tokens(size: float) -> int:
+    return max(1, int(size + 1e-9))  # (0.01 / 0.016 x 16 is 10 tokens, not 9.999...)
 
 
 def _smooth(previous: float | None, new: float) -> float:

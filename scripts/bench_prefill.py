@@ -33,13 +33,10 @@ from typing import Any
 
 import httpx
 
+from scripts.bench_agent_session import WORDS
 from scripts.bench_sides import DirectSide, free_port, mlx_lm_server, ours, side_env
 from scripts.checkpoints import ensure_checkpoint
 
-WORDS = (
-    "file function module test build error value change config request response server "
-    "client cache token model stream parse check return import class method string list"
-).split()
 TOKENS_PER_WORD = 1.28  # the tiny checkpoints' BPE on this prose (32,000 asked: 28,637 tokens)
 STREAM_TOKENS = 256  # tokens of each request of the decoding stream
 

@@ -100,16 +100,11 @@ class BatchTextEngine:
     def step(self) -> list[Delta]:
         if not self._by_id:
             return []
-        decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
-        chunk = self._pacer.chunk(decoding, len(self._by_id) - decoding)
-        self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step
         try:
-            with self._generator.stats() as work:
-                _, responses = self._generator.next()
+            responses = self._paced_next() if self._pacer.enabled else self._generator.next()[1]
         except Exception as exc:
             log.exception("a batch step failed; ending the %d requests in it", len(self._by_id))
             return self._fail_all(exc)
-        self._pacer.record(work.wall_time, work.prompt_tokens)
         deltas = []
         for response in responses:
             entry = self._by_uid.get(response.uid)
@@ -118,6 +113,16 @@ class BatchTextEngine:
                 continue
             deltas.append(self._accept(entry, response))
         return deltas
+
+    def _paced_next(self) -> list[Any]:
+        """One BatchGenerator step with the pacer's chunk, timed for the pacer."""
+        decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
+        chunk = self._pacer.chunk(decoding, len(self._by_id) - decoding)
+        self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step
+        with self._generator.stats() as work:
+            _, responses = self._generator.next()
+        self._pacer.record(work.wall_time, work.prompt_tokens)
+        return responses
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
         deltas = []

@@ -67,6 +67,17 @@ def test_rank_0_decides_expiry_by_its_clock_before_sharing():
     assert rounds[0].expired == [] and rounds[1].expired == ["r1"]
 
 
+def test_an_engine_step_that_raises_ends_a_ranks_loop_not_just_its_requests():
+    """A failed collective (a rank died) leaves no group to step on: the loop raises, so rank
+    0 reports Fatal before any stream could end as if the worker were still whole."""
+    h = Harness()
+    h.scheduler._lockstep = _Given([Round(items=[submit("r1", max_tokens=5)], expired=[])])
+    h.step()
+    h.engine.fail_step = True
+    with pytest.raises(RuntimeError, match="boom"):
+        h.step()
+
+
 class _Tensor:
     def shard(self, group): ...
 

@@ -24,7 +24,10 @@ Invariants: every Submit gets exactly one terminal Delta, and it carries usage; 
 first Delta is its accepted Delta (or its terminal error).
 On a rank of a distributed group (`lockstep`, worker/distributed/lockstep.py) steps 1 and 2
 start from rank 0's Round instead of this process's handoff and clock, so every rank admits,
-aborts, expires and steps the same requests in the same order.
+aborts, expires and steps the same requests in the same order. There an engine step that
+raises ends the loop instead of its requests: a collective that failed (a rank died) or a rank
+whose state now differs from the others' leaves a group that cannot step on, so rank 0 reports
+Fatal (which ends every open request, worker/runtime/process.py) and mlx.launch stops the rest.
 """
 
 from __future__ import annotations
@@ -240,6 +243,8 @@ class Scheduler:
             try:
                 produced = engine.step()
             except Exception as exc:  # the engine broke its promise; its requests end here
+                if self._lockstep is not None:
+                    raise  # the group cannot step on (the module's docstring)
                 log.exception("an engine step failed")
                 produced = engine_failed(engine, mine, exc)
             self._served[id(engine)] += self._timer() - started

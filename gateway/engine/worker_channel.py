@@ -105,7 +105,11 @@ class WorkerClient:
     def __init__(self, endpoints: Endpoints, on_message: Callable[[Message], None]) -> None:
         self.endpoints = endpoints
         self._on_message = on_message
-        self._ctx = zmq.Context()
+        # The process's one context, never terminated: a per-client context would be
+        # terminated by its finalizer when an unclosed client is collected, and in a garbage
+        # cycle that finalizer can run before its sockets' own (the context's weak references
+        # to them already cleared), so term() waits for sockets no one will close.
+        self._ctx = zmq.Context.instance()
         # Plain (synchronous) sockets. Every send is DONTWAIT, so it never blocks, and there is
         # no queue of pending send futures that could reorder or outlive a worker; frames are
         # read without blocking by `_drain` (see the module docstring).
@@ -230,7 +234,6 @@ class WorkerClient:
             monitor.close(linger=0)
         self._push.close(linger=0)
         self._pull.close(linger=0)
-        self._ctx.term()
 
     def _drain(self) -> None:
         """Handle every frame that is ready, up to DRAIN_BURST (then continue soon)."""

@@ -1,10 +1,14 @@
 """The gateway's receiving end (gateway/engine/worker_channel.py): every frame is handled, in order,
 in a burst longer than one drain or one at a time; a frame that is not a message is dropped
-and the next one still arrives; a ControlReply resolves its call."""
+and the next one still arrives; a ControlReply resolves its call; a client never closed is
+collected without hanging."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 
 import zmq
 
@@ -74,3 +78,20 @@ async def test_a_control_reply_resolves_its_call(tmp_path):
         for sock in (pull, push):
             sock.close(linger=0)
         ctx.term()
+
+
+def test_a_client_never_closed_is_collected_without_hanging(tmp_path):
+    """Left in a garbage cycle (a test that never stopped its engine), a client with a
+    context of its own would hang the collector in that context's term()."""
+    code = textwrap.dedent(f"""
+        import gc
+        from gateway.engine.worker_channel import WorkerClient
+        from protocol import Endpoints
+        client = WorkerClient(Endpoints.ipc_in({str(tmp_path)!r}), lambda message: None)
+        client.cycle = client
+        del client
+        gc.collect()
+        print("collected")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "collected", done.stderr

@@ -15,9 +15,7 @@ from typing import Any
 
 import click
 
-from gateway.config import ServerConfig
-
-_DEFAULTS = ServerConfig(model="", served_model_name="")
+from gateway.cli.serve_options import config_flags, resolved_models
 
 
 def embedding_options(command: Any) -> Any:
@@ -28,27 +26,13 @@ def embedding_options(command: Any) -> Any:
         ("--max-embedding-tokens", click.IntRange(min=1), "Tokens of one embeddings request."),
         ("--embedding-batch-tokens", click.IntRange(min=1), "Padded tokens per embedding pass."),
     ]
-    for flag, kind, help_text in reversed(options):
-        default = getattr(_DEFAULTS, flag[2:].replace("-", "_"))
-        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
-            command
-        )
-    return command
+    return config_flags(command, options)
 
 
 def embedding_config(options: dict[str, Any]) -> dict[str, Any]:
     """ServerConfig's embedding fields from the flags (the model resolved like MODEL)."""
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-
-    fields = {
+    fields: dict[str, Any] = {
         name: options[name]
         for name in ("max_embedding_inputs", "max_embedding_tokens", "embedding_batch_tokens")
     }
-    for name in ("embedding_model", "rerank_model"):
-        if options.get(name):
-            try:
-                fields[name] = resolve_model(options[name]).path
-            except (ModelNotFound, ModelDownloadFailed) as exc:
-                flag = "--" + name.replace("_", "-")
-                raise click.ClickException(f"{flag}: {exc}") from exc
-    return fields
+    return fields | resolved_models(options, ("embedding_model", "rerank_model"))

@@ -1,4 +1,6 @@
-"""The `vllm-omni-mlx` command: `serve` a model, `models load` another one, read `stats`.
+"""The `vllm-omni-mlx` command group and `serve`; the other commands live beside it
+(admin.py: `models`, `stats`; speech.py: `tts`; transcribe.py; remote.py: `worker`, `keys`;
+convert/cli.py: `convert`).
 
 `serve` runs in the gateway process, which never imports mlx: the embedded default's models
 are fetched, converted or built by subprocesses, and the worker that loads the model is
@@ -7,168 +9,36 @@ spawned by the engine.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 import click
 
 from bench.options import bench_options
 from convert.cli import convert_command
+from gateway.cli.admin import models, stats
 from gateway.cli.aliases import alias_config, alias_options
 from gateway.cli.distributed import distributed_config, distributed_options
 from gateway.cli.embeddings import embedding_config, embedding_options
+from gateway.cli.model_source import resolve, serve_model
+from gateway.cli.serve_options import (
+    DEFAULTS,
+    LOG_LEVELS,
+    generation_config,
+    generation_options,
+    media_config,
+    media_options,
+)
 from gateway.cli.speech import tts
+from gateway.cli.transcribe import transcribe
 from gateway.config import ServerConfig
 from protocol.log_format import LOG_FORMATS, configure_logging
-
-DEFAULTS = ServerConfig(model="", served_model_name="")
-DEFAULT_URL = "http://127.0.0.1:8000"
-LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """OpenAI-compatible model server for MLX: an HTTP gateway and an MLX worker process."""
-
-
-def serve_model(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
-    """`resolve(MODEL)`, or without MODEL the embedded default (gateway/cli/default_models.py),
-    whose speech models fill `--tts-model` / `--asr-model` unless they were given."""
-    from gateway.cli import default_models
-
-    if model is None:
-        echo = partial(click.echo, err=True)
-        echo("No MODEL given: serving the embedded default (SmolLM2-135M-Instruct, Whisper).")
-        try:
-            defaults = default_models.embedded_default(echo)
-        except default_models.DefaultUnavailable as exc:
-            raise click.ClickException(f"the embedded default is unavailable: {exc}") from exc
-        options["asr_model"] = options["asr_model"] or defaults.asr
-        options["tts_model"] = options["tts_model"] or defaults.tts
-        if options["dtype"] == "auto" and default_models.default_dtype() is None:
-            # The CPU's fast path: float32 matmuls on BLAS. mlx-audio would build Whisper in
-            # float16 (its own single-threaded kernels here: 11-14 s a sentence, not 1.8 s).
-            options["dtype"] = "float32"
-        return defaults.chat, defaults.name
-    return resolve(model)
-
-
-def resolve(model: str) -> tuple[str, str]:
-    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed."""
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-
-    try:
-        resolved = resolve_model(model)
-    except (ModelNotFound, ModelDownloadFailed) as exc:
-        raise click.ClickException(str(exc)) from exc
-    return resolved.path, resolved.name
-
-
-def generation_options(command: Any) -> Any:
-    """The worker's generation flags (ServerConfig fields of the same names)."""
-    options = [
-        ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
-        (
-            "--prefill-interleave",
-            click.FloatRange(min=0),
-            "Beside decoding streams a prefill chunk takes at most this x their decode step "
-            "[default: 0.7; 0: whole chunks].",
-        ),
-        ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
-        ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
-        ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
-        ("--kv-group-size", click.Choice(["32", "64", "128"]), "KV quantization group size."),
-        ("--quantized-kv-start", click.IntRange(min=0), "Quantize the KV cache past this."),
-        ("--max-kv-size", click.IntRange(min=5), "Rotating KV cache of this many tokens."),
-        ("--dtype", click.Choice(["auto", "float32", "float16", "bfloat16"]), "Weight dtype."),
-        ("--blas", click.Choice(["auto", "bundled", "openblas"]), "Linux CPU: OpenBLAS use."),
-        ("--prefix-cache-bytes", click.IntRange(min=0), "Prefix cache budget; 0: off."),
-        ("--ssd-cache-dir", click.Path(file_okay=False), "Also keep prefix caches here."),
-        ("--ssd-cache-max-gb", click.FloatRange(min=0), "Size cap of --ssd-cache-dir."),
-        ("--warm-prompts", click.Path(exists=True, dir_okay=False), "JSONL prompts to cache."),
-        ("--tts-model", None, "TTS checkpoint served next to MODEL (speech out)."),
-        ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
-        ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
-        ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
-        ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
-        ("--talker-max-frames", click.IntRange(min=1), "Qwen3-Omni talker: frames (12.5/s)."),
-    ]
-    for flag, kind, help_text in reversed(options):
-        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
-        default = str(default) if isinstance(kind, click.Choice) and default else default
-        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
-            command
-        )
-    return command
-
-
-def media_options(command: Any) -> Any:
-    """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
-    options = [
-        (
-            "--allowed-local-media-path",
-            click.Path(exists=True, file_okay=False),
-            "Serve file:// URLs and paths inside this directory [default: refuse them].",
-        ),
-        ("--media-max-bytes", click.IntRange(min=1), "Size cap of one image or audio clip."),
-        ("--media-fetch-timeout", click.FloatRange(min=0, min_open=True), "Seconds per fetch."),
-        ("--max-image-pixels", click.IntRange(min=1), "Pixel cap (width x height) of an image."),
-    ]
-    for flag, kind, help_text in reversed(options):
-        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
-        command = click.option(flag, type=kind, default=default, show_default=True, help=help_text)(
-            command
-        )
-    return command
-
-
-def media_config(options: dict[str, Any]) -> dict[str, Any]:
-    """ServerConfig's media fields from the media flags."""
-    path = options["allowed_local_media_path"]
-    return {
-        "allowed_local_media_path": os.path.realpath(path) if path else None,
-        "media_max_bytes": options["media_max_bytes"],
-        "media_fetch_timeout": options["media_fetch_timeout"],
-        "max_image_pixels": options["max_image_pixels"],
-    }
-
-
-def generation_config(options: dict[str, Any]) -> dict[str, Any]:
-    """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-    from launch.blas import BlasUnavailable, blas_environment
-    from launch.warm_prompts import WarmPromptsError, load_warm_prompts
-
-    fields = {
-        name: options[name]
-        for name in (
-            "prefill_step_size", "prefill_interleave", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
-            "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
-            "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
-            "talker_max_frames",
-        )
-    }  # fmt: skip
-    fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
-    fields["kv_group_size"] = int(options["kv_group_size"])
-    for name in ("draft_model", "tts_model", "asr_model"):
-        if options[name]:
-            try:
-                fields[name] = resolve_model(options[name]).path
-            except (ModelNotFound, ModelDownloadFailed) as exc:
-                flag = "--" + name.replace("_", "-")
-                raise click.ClickException(f"{flag}: {exc}") from exc
-    try:
-        blas_environment(options["blas"], {})
-        if options["warm_prompts"]:
-            load_warm_prompts(options["warm_prompts"])
-    except (BlasUnavailable, WarmPromptsError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    return fields
 
 
 @main.command()
@@ -407,86 +277,6 @@ def _check_remote_security(models: Any, config: ServerConfig) -> None:
         )
 
 
-def _call(method: str, url: str, api_key: str | None, timeout: float | None, **kw: Any) -> Any:
-    """One admin call; prints the server's error and exits non-zero on failure."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        response = httpx.request(
-            method, url, headers=headers, timeout=httpx.Timeout(timeout, connect=10.0), **kw
-        )
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"cannot reach {url}: {exc}") from exc
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if response.is_error:
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
-        raise click.ClickException(f"HTTP {response.status_code}: {message or response.text}")
-    return body
-
-
-url_option = click.option(
-    "--url", default=DEFAULT_URL, show_default=True, help="Base URL of the running server."
-)
-api_key_option = click.option("--api-key", envvar="VOMLX_API_KEY", help="Env VOMLX_API_KEY.")
-
-
-@main.group()
-def models() -> None:
-    """Manage the model a running server serves."""
-
-
-@models.command("load")
-@click.argument("model")
-@click.option("--served-model-name", help="Model id clients use [default: repo id / dir name].")
-@url_option
-@api_key_option
-def load(model: str, served_model_name: str | None, url: str, api_key: str | None) -> None:
-    """Swap the running server to MODEL (a directory or hub repo id, as the server sees it);
-    with --models FILE, load that file's model MODEL (an id or alias)."""
-    payload: dict[str, str] = {"model": model}
-    if served_model_name:
-        payload["served_model_name"] = served_model_name
-    # A swap drains requests and loads weights (maybe a download): no read timeout.
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/load", api_key, None, json=payload)
-    click.echo(json.dumps(result, indent=2))
-
-
-@models.command("unload")
-@click.argument("model")
-@url_option
-@api_key_option
-def unload(model: str, url: str, api_key: str | None) -> None:
-    """Unload MODEL of a server started with --models FILE (its worker stops)."""
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/unload", api_key, 60.0,
-                   json={"model": model})  # fmt: skip
-    click.echo(json.dumps(result, indent=2))
-
-
-@models.command("pin")
-@click.argument("model")
-@click.option("--unpin", is_flag=True, help="Let the model be evicted again.")
-@url_option
-@api_key_option
-def pin(model: str, unpin: bool, url: str, api_key: str | None) -> None:
-    """Pin MODEL of a server started with --models FILE: it is never evicted."""
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/pin", api_key, 30.0,
-                   json={"model": model, "pinned": not unpin})  # fmt: skip
-    click.echo(json.dumps(result, indent=2))
-
-
-@main.command()
-@url_option
-@api_key_option
-def stats(url: str, api_key: str | None) -> None:
-    """Print the worker's statistics."""
-    result = _call("GET", url.rstrip("/") + "/v1/admin/stats", api_key, 30.0)
-    click.echo(json.dumps(result, indent=2))
-
-
 @main.command()
 @bench_options
 def bench(**options: Any) -> None:
@@ -496,60 +286,11 @@ def bench(**options: Any) -> None:
     run(**options)
 
 
+main.add_command(models)  # the admin API's commands (gateway/cli/admin.py)
+main.add_command(stats)
 main.add_command(tts)  # speech synthesis without a server (gateway/cli/speech.py)
+main.add_command(transcribe)  # speech recognition without a server (gateway/cli/transcribe.py)
 main.add_command(convert_command)  # GGUF / CTranslate2 -> MLX checkpoints (convert/cli.py)
-
-
-@main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--model", required=True, help="Speech-recognition model: directory or hub id.")
-@click.option("--language", help="ISO-639-1 code of the speech [default: detect].")
-@click.option("--prompt", help="Context / initial prompt.")
-@click.option("--temperature", type=click.FloatRange(0, 1), help="[default: fallback ladder]")
-@click.option("--task", type=click.Choice(["transcribe", "translate"]), default="transcribe")
-@click.option(
-    "--format", type=click.Choice(["json", "text", "srt", "verbose_json", "vtt"]), default="text"
-)
-@click.option("--word-timestamps", is_flag=True, help="Words in verbose_json.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write here [default: stdout].")
-def transcribe(file: str, model: str, **options: Any) -> None:
-    """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
-    from gateway.audio.transcription.formats import Transcript, render
-    from protocol import decode
-    from protocol.messages import Step, Usage
-
-    # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
-    # It answers with its deltas as one protocol Step, rendered here as the server would.
-    fmt, words, out = options.pop("format"), options["word_timestamps"], options.pop("out")
-    argv = [sys.executable, "-m", "worker.oneshot.transcribe", file]
-    argv += ["--model", resolve(model)[0]]
-    for name, value in options.items():
-        if value not in (None, False):
-            flag = "--" + name.replace("_", "-")
-            argv += [flag] if value is True else [flag, str(value)]
-    done = subprocess.run(argv, stdout=subprocess.PIPE)
-    if done.returncode != 0:
-        sys.exit(done.returncode)  # the worker said why on stderr
-    step = decode(done.stdout)
-    assert isinstance(step, Step)
-    terminal = step.deltas[-1]
-    usage = terminal.usage or Usage(0, 0)
-    transcript = Transcript(
-        text="".join(d.text for d in step.deltas),
-        task=options["task"],
-        language=terminal.language or options["language"] or "",
-        segments=terminal.segments,
-        usage=usage,
-        duration=float(usage.prompt_tokens),
-    )
-    body = render(fmt, transcript, words)
-    output = (
-        json.dumps(body, ensure_ascii=False, indent=2) + "\n" if isinstance(body, dict) else body
-    )
-    if out:
-        Path(out).write_text(output, encoding="utf-8")
-    else:
-        sys.stdout.write(output)
 
 
 # `worker --listen` and `keys` (workers on other hosts); imported last: they use this module's

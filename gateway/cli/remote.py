@@ -18,14 +18,9 @@ from typing import Any
 import click
 
 from gateway.cli.embeddings import embedding_config, embedding_options
-from gateway.cli.main import (
-    DEFAULTS,
-    LOG_LEVELS,
-    generation_config,
-    generation_options,
-    main,
-    resolve,
-)
+from gateway.cli.main import main
+from gateway.cli.model_source import resolve
+from gateway.cli.serve_options import DEFAULTS, LOG_LEVELS, generation_config, generation_options
 from gateway.config import ServerConfig
 from launch import curve_keys
 from protocol.endpoints import BadAddress, parse_tcp

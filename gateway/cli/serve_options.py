@@ -1,0 +1,125 @@
+"""`serve`'s generation and media flags, and the ServerConfig fields they become; shared with
+`worker --listen` (gateway/cli/remote.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from gateway.config import ServerConfig
+
+DEFAULTS = ServerConfig(model="", served_model_name="")
+LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
+
+Flag = tuple[str, Any, str]  # (--flag-name, click type or None, help): ServerConfig.flag_name
+
+
+def config_flags(command: Any, flags: list[Flag]) -> Any:
+    """`command` with a click option per flag, defaulting to ServerConfig's value."""
+    for flag, kind, help_text in reversed(flags):
+        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        default = str(default) if isinstance(kind, click.Choice) and default else default
+        option = click.option(flag, type=kind, default=default, show_default=True, help=help_text)
+        command = option(command)
+    return command
+
+
+def resolved_models(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, str]:
+    """The checkpoint directory of each model flag given, resolved like MODEL."""
+    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+
+    paths = {}
+    for name in names:
+        if options.get(name):
+            try:
+                paths[name] = resolve_model(options[name]).path
+            except (ModelNotFound, ModelDownloadFailed) as exc:
+                flag = "--" + name.replace("_", "-")
+                raise click.ClickException(f"{flag}: {exc}") from exc
+    return paths
+
+
+def generation_options(command: Any) -> Any:
+    """The worker's generation flags (ServerConfig fields of the same names)."""
+    options = [
+        ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
+        (
+            "--prefill-interleave",
+            click.FloatRange(min=0),
+            "Beside decoding streams a prefill chunk takes at most this x their decode step "
+            "[default: 0.7; 0: whole chunks].",
+        ),
+        ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
+        ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
+        ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
+        ("--kv-group-size", click.Choice(["32", "64", "128"]), "KV quantization group size."),
+        ("--quantized-kv-start", click.IntRange(min=0), "Quantize the KV cache past this."),
+        ("--max-kv-size", click.IntRange(min=5), "Rotating KV cache of this many tokens."),
+        ("--dtype", click.Choice(["auto", "float32", "float16", "bfloat16"]), "Weight dtype."),
+        ("--blas", click.Choice(["auto", "bundled", "openblas"]), "Linux CPU: OpenBLAS use."),
+        ("--prefix-cache-bytes", click.IntRange(min=0), "Prefix cache budget; 0: off."),
+        ("--ssd-cache-dir", click.Path(file_okay=False), "Also keep prefix caches here."),
+        ("--ssd-cache-max-gb", click.FloatRange(min=0), "Size cap of --ssd-cache-dir."),
+        ("--warm-prompts", click.Path(exists=True, dir_okay=False), "JSONL prompts to cache."),
+        ("--tts-model", None, "TTS checkpoint served next to MODEL (speech out)."),
+        ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
+        ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
+        ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
+        ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
+        ("--talker-max-frames", click.IntRange(min=1), "Qwen3-Omni talker: frames (12.5/s)."),
+    ]
+    return config_flags(command, options)
+
+
+def media_options(command: Any) -> Any:
+    """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
+    options = [
+        (
+            "--allowed-local-media-path",
+            click.Path(exists=True, file_okay=False),
+            "Serve file:// URLs and paths inside this directory [default: refuse them].",
+        ),
+        ("--media-max-bytes", click.IntRange(min=1), "Size cap of one image or audio clip."),
+        ("--media-fetch-timeout", click.FloatRange(min=0, min_open=True), "Seconds per fetch."),
+        ("--max-image-pixels", click.IntRange(min=1), "Pixel cap (width x height) of an image."),
+    ]
+    return config_flags(command, options)
+
+
+def media_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig's media fields from the media flags."""
+    path = options["allowed_local_media_path"]
+    return {
+        "allowed_local_media_path": os.path.realpath(path) if path else None,
+        "media_max_bytes": options["media_max_bytes"],
+        "media_fetch_timeout": options["media_fetch_timeout"],
+        "max_image_pixels": options["max_image_pixels"],
+    }
+
+
+def generation_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
+    from launch.blas import BlasUnavailable, blas_environment
+    from launch.warm_prompts import WarmPromptsError, load_warm_prompts
+
+    fields = {
+        name: options[name]
+        for name in (
+            "prefill_step_size", "prefill_interleave", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
+            "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
+            "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
+            "talker_max_frames",
+        )
+    }  # fmt: skip
+    fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
+    fields["kv_group_size"] = int(options["kv_group_size"])
+    fields.update(resolved_models(options, ("draft_model", "tts_model", "asr_model")))
+    try:
+        blas_environment(options["blas"], {})
+        if options["warm_prompts"]:
+            load_warm_prompts(options["warm_prompts"])
+    except (BlasUnavailable, WarmPromptsError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    return fields

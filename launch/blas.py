@@ -10,13 +10,12 @@ Modes (`--blas`): "auto" preloads OpenBLAS when it is installed (Linux only), "b
 does, "openblas" requires it (the worker refuses to start without it). On macOS MLX uses
 Accelerate (and Metal) and this module does nothing.
 
-With OpenBLAS preloaded the worker also gets `OPENBLAS_THREAD_TIMEOUT=4` unless the
-environment sets it: OpenBLAS's threads (one per core) busy-wait 2^28 cycles (~0.1 s) after
-every BLAS call by default, taking the cores the gateway, the IO threads and MLX's own thread
-need between calls; 2^4 cycles keeps the parallel matmuls and drops the spinning. Measured on 2
-cores (docs/benchmarks.md): one OpenBLAS thread cut the spin but lost ~20% of single-stream
-decode speed to direct mlx-lm's two; two threads with the short timeout served 59 tok/s single
-and 214 tok/s at 8 streams where one thread gave 43 and 191.
+OpenBLAS's own thread settings are left as they are (one thread per core; after a call its
+threads wait 2^28 cycles before sleeping): the environment's OPENBLAS_NUM_THREADS and
+OPENBLAS_THREAD_TIMEOUT reach the worker unchanged. A short timeout (2^4 cycles, the default
+here until 2026-12-02) put the helper thread to sleep between a step's matmuls and cost 7%
+of single-stream decode on SmolLM2-135M and 20% on the 20M checkpoint, 4-13% at 8 streams
+(docs/benchmarks.md, "OpenBLAS threads").
 
 Standard library only: the gateway imports it, and the gateway never imports MLX.
 """
@@ -90,7 +89,6 @@ def blas_environment(mode: str, env: Mapping[str, str]) -> dict[str, str]:
     if library not in inherited:
         inherited.append(library)
     _set_preload(result, inherited)
-    result.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     return result
 
 

@@ -31,17 +31,8 @@ from typing import Any
 
 from gateway.http import auth
 from gateway.http.errors import is_anthropic_path
-from gateway.openapi.schemas import (
-    _RESPONSE_EVENTS,
-    COMPONENTS,
-    STRING,
-    Schema,
-    _all,
-    _const,
-    _doc,
-    _enum,
-    ref,
-)
+from gateway.openapi.schema_builders import STRING, Schema, _all, _const, _doc, _enum
+from gateway.openapi.schemas import COMPONENTS, RESPONSE_EVENTS, ref
 
 __all__ = ["COMPONENTS", "OPERATION_IDS", "is_open", "operation_routes", "ref", "responses_for",
            "sse_event"]  # fmt: skip
@@ -263,7 +254,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
                     "response.in_progress, the output items' events, then response.completed "
                     "(or response.incomplete); a failure after the start is an `error` event "
                     "and response.failed.",
-                    tuple(_RESPONSE_EVENTS),
+                    tuple(RESPONSE_EVENTS),
                 ),
             },
         ),

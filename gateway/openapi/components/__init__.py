@@ -1,0 +1,1 @@
+"""The component schemas by API area; gateway/openapi/schemas.py joins them."""

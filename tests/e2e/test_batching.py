@@ -8,6 +8,7 @@ servers of their own, compared with `stream_generate` given the same settings.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import mlx.core as mx
@@ -127,7 +128,10 @@ def test_aborting_one_stream_leaves_the_others_intact(default_server, qwen3_path
         chunks = client.chat.completions.create(
             model=model_name(qwen3_path),
             messages=messages(topic),
-            max_tokens=120,
+            # The one the client leaves must still be generating then: greedy, "the sea" runs
+            # 4,000 tokens without an EOS, seconds even for this tiny model, where 120 tokens
+            # could all be made (and buffered) while the streams wait at the barrier.
+            max_tokens=120 if stop_after is None else 4000,
             temperature=0,
             stream=True,
         )
@@ -149,6 +153,10 @@ def test_aborting_one_stream_leaves_the_others_intact(default_server, qwen3_path
         texts = [f.result(120) for f in kept]
     assert texts[0] == direct.greedy_chat(qwen3_path, messages("winter"), 120).text
     assert texts[1] == direct.greedy_chat(qwen3_path, messages("Python lists"), 120).text
+    deadline = time.monotonic() + 10  # the abort reaches the worker after the client left
+    while default_server.stats()["requests_aborted"] == aborted_before:
+        assert time.monotonic() < deadline, "the stream the client left was never aborted"
+        time.sleep(0.05)
     assert default_server.stats()["requests_aborted"] == aborted_before + 1
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from gateway.cli.serve_options import config_flags, resolved_models
+from gateway.cli.model_source import resolved_models
+from gateway.cli.serve_options import config_flags
 
 
 def embedding_options(command: Any) -> Any:

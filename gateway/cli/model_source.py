@@ -31,12 +31,22 @@ def serve_model(model: str | None, options: dict[str, Any]) -> tuple[str, str]:
     return resolve(model)
 
 
-def resolve(model: str) -> tuple[str, str]:
-    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed."""
+def resolve(model: str, flag: str | None = None) -> tuple[str, str]:
+    """(checkpoint directory, default served name) for MODEL, downloading a hub id if needed;
+    a failure names `flag` when the model came from one."""
     from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
 
     try:
         resolved = resolve_model(model)
     except (ModelNotFound, ModelDownloadFailed) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(f"{flag}: {exc}" if flag else str(exc)) from exc
     return resolved.path, resolved.name
+
+
+def resolved_models(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, str]:
+    """The checkpoint directory of each model flag given (`names`: their option keys)."""
+    return {
+        name: resolve(options[name], "--" + name.replace("_", "-"))[0]
+        for name in names
+        if options.get(name)
+    }

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gateway.cli.model_source import resolved_models
 from gateway.config import ServerConfig
 
 DEFAULTS = ServerConfig(model="", served_model_name="")
@@ -24,21 +25,6 @@ def config_flags(command: Any, flags: list[Flag]) -> Any:
         option = click.option(flag, type=kind, default=default, show_default=True, help=help_text)
         command = option(command)
     return command
-
-
-def resolved_models(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, str]:
-    """The checkpoint directory of each model flag given, resolved like MODEL."""
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
-
-    paths = {}
-    for name in names:
-        if options.get(name):
-            try:
-                paths[name] = resolve_model(options[name]).path
-            except (ModelNotFound, ModelDownloadFailed) as exc:
-                flag = "--" + name.replace("_", "-")
-                raise click.ClickException(f"{flag}: {exc}") from exc
-    return paths
 
 
 def generation_options(command: Any) -> Any:

@@ -1,6 +1,7 @@
 """Anthropic `system`, `messages` and `tools` -> the worker's chat messages and tools.
 
 - `system` (a string or text blocks) and `role: "system"` messages -> system messages;
+  Claude Code's attribution line at the start of `system` is dropped (attribution.py);
 - user turns: consecutive text blocks -> one user message; each `tool_result` block -> a
   `tool` message (its text; `is_error` results are prefixed "Error: ");
 - assistant turns -> one assistant message: text blocks joined, `thinking` blocks ->
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.anthropic.attribution import without_attribution
 from gateway.chat.tools import function_tool
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector, anthropic_image, joined_or_parts
@@ -81,7 +83,7 @@ def text_of(content: Any, path: str) -> str:
 def system_messages(system: Any) -> list[dict[str, Any]]:
     if system is None:
         return []
-    text = text_of(system, "system")
+    text = without_attribution(text_of(system, "system"))
     return [{"role": "system", "content": text}] if text else []
 
 

@@ -16,6 +16,7 @@ from tests.support.clients import client_env, run_client
 
 pytestmark = pytest.mark.clients
 MIN_CACHED_SHARE = 0.9
+MIN_NEW_SESSION_SHARE = 0.75
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +70,20 @@ def test_resumed_turn_reads_its_prompt_from_the_prefix_cache(claude, first_turn)
     cached = usage["cache_read_input_tokens"]
     prompt = usage["input_tokens"] + cached + usage["cache_creation_input_tokens"]
     assert cached >= MIN_CACHED_SHARE * prompt, usage
+
+
+def test_a_new_session_reads_the_system_prompt_and_tools_from_the_prefix_cache(claude, first_turn):
+    """Another session starts with another first message, so Claude Code's attribution line
+    (`cc_version=...<suffix>`, the first system block) differs from the first session's: it
+    is not part of the prompt (gateway/anthropic/attribution.py), so the new session's first
+    request reads the system prompt and the tool definitions from the prefix cache. What
+    follows them differs: the session's first message, then a `role: "system"` message with
+    the environment (~2.8K tokens), so about 80 % of the prompt can be reused (with the line
+    in the prompt, none of it: it is the prompt's first text)."""
+    other = claude("-p", "Say hi.", "--output-format", "json")
+    assert other["result"] == ANSWER
+    assert other["session_id"] != first_turn["session_id"]
+    usage = other["usage"]
+    cached = usage["cache_read_input_tokens"]
+    prompt = usage["input_tokens"] + cached + usage["cache_creation_input_tokens"]
+    assert cached >= MIN_NEW_SESSION_SHARE * prompt, usage

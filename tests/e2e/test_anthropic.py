@@ -226,3 +226,25 @@ def test_a_claude_code_shaped_beta_request_is_served_with_its_context_edits(clie
         assert final.stop_reason == "max_tokens" and final.usage.output_tokens == MAX_TOKENS
         applied = final.context_management.applied_edits
         assert [a.cleared_thinking_turns for a in applied] == ([cleared] if cleared else [])
+
+
+def test_claude_codes_changing_attribution_line_leaves_the_prompt_to_the_prefix_cache(
+    client, qwen3_path
+):
+    """Claude Code's first system block is a billing line whose `cch` changes every request:
+    the model is prompted without it (equal to direct mlx-lm on the rest of the system prompt),
+    so a second request with another `cch` reads its whole prompt from the prefix cache."""
+    system = "You are a coding agent. " * 40
+
+    def ask(cch: str):
+        attribution = f"x-anthropic-billing-header: cc_version=2.1.332.1c9; cch={cch};"
+        blocks = [{"type": "text", "text": attribution}, {"type": "text", "text": system}]
+        return create(client, qwen3_path, system=blocks)
+
+    expected = direct.greedy_chat(qwen3_path, [{"role": "system", "content": system}, *MESSAGES],
+                                  MAX_TOKENS)  # fmt: skip
+    first, second = ask("36ee5"), ask("0aaa9")
+    assert first.content[0].text == second.content[0].text == expected.text
+    usage = second.usage
+    assert usage.input_tokens + usage.cache_read_input_tokens == expected.prompt_tokens
+    assert usage.cache_read_input_tokens >= expected.prompt_tokens - 1

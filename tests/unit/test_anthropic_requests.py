@@ -41,6 +41,29 @@ def test_system_string_and_blocks_become_a_system_message():
     assert inputs(system=blocks).messages[0] == {"role": "system", "content": "a\nb"}
 
 
+ATTRIBUTION = "x-anthropic-billing-header: cc_version=2.1.332.1c9; cc_entrypoint=sdk-cli;"
+
+
+def test_claude_codes_attribution_block_is_not_part_of_the_prompt():
+    blocks = [
+        {"type": "text", "text": ATTRIBUTION},
+        {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+    ]
+    expected = {"role": "system", "content": "You are Claude Code."}
+    assert inputs(system=blocks).messages[0] == expected
+    assert inputs(system=f"{ATTRIBUTION} cch=0aaa9;\nYou are Claude Code.").messages[0] == expected
+    assert inputs(system=[{"type": "text", "text": ATTRIBUTION}]).messages == USER
+    _, counted = parse_count({"model": "tiny", "messages": USER, "system": blocks})
+    assert counted.messages[0] == expected
+
+
+def test_an_attribution_line_anywhere_but_first_is_the_clients_text():
+    text = f"You are Claude Code.\n{ATTRIBUTION}"
+    assert inputs(system=text).messages[0] == {"role": "system", "content": text}
+    quoted = f" {ATTRIBUTION}"
+    assert inputs(system=quoted).messages[0] == {"role": "system", "content": quoted}
+
+
 def test_sampling_fields_reach_sampling_params():
     s = create(temperature=0.2, top_p=0.9, top_k=5, stop_sequences=["END"]).generation.sampling
     assert (s.temperature, s.top_p, s.top_k, s.stop, s.max_tokens) == (0.2, 0.9, 5, ["END"], 10)

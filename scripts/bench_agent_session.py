@@ -19,7 +19,12 @@ variant reuses another's cache):
   one, and loses it in the next request (Anthropic's context management clearing thinking);
 - `system_changes`: the system prompt's first line (a timestamp) changes every request;
 - `results_cleared`: tool results more than 3 turns old become "[cleared]" (Claude Code's
-  tool-result clearing).
+  tool-result clearing);
+- `claude_code`: the system prompt starts with Claude Code's attribution line, whose `cch`
+  changes every request (scripts/agent_session_anthropic.py). Sent as Claude Code sends it,
+  on the Anthropic Messages API, to the sides that have one (ours, vllm-mlx); mlx_lm.server
+  gets the OpenAI request a translating proxy would make (the line in the system message);
+  `direct` prefills the prompt without the line (what ours templates).
 
 Per turn: TTFT (the first streamed chunk with content or a tool call), the prompt's tokens,
 the tokens the server says it read from its cache (`usage.prompt_tokens_details.cached_tokens`;
@@ -41,6 +46,7 @@ from typing import Any
 
 import httpx
 
+from scripts.agent_session_anthropic import anthropic_body, anthropic_turn, attribution
 from scripts.bench_sides import (
     DirectSide,
     free_port,
@@ -51,7 +57,8 @@ from scripts.bench_sides import (
 )
 from scripts.checkpoints import ensure_checkpoint
 
-VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared")
+VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared", "claude_code")
+ANTHROPIC_SIDES = ("ours", "vllm-mlx")  # the sides with a Messages API
 WORDS = (
     "file function module test build error value change config request response server "
     "client cache token model stream parse check return import class method string list "
@@ -105,13 +112,15 @@ class Session:
             self.results.append(prose(rng, rng.randint(150, 1500)))
             self.thoughts.append(prose(rng, 60))
 
-    def turns(self, variant: str, salt: str) -> list[list[dict]]:
-        return [self.messages(variant, salt, k) for k in range(len(self.calls) + 1)]
+    def turns(self, variant: str, salt: str, attributed: bool = True) -> list[list[dict]]:
+        return [self.messages(variant, salt, k, attributed) for k in range(len(self.calls) + 1)]
 
-    def messages(self, variant: str, salt: str, upto: int) -> list[dict]:
+    def messages(self, variant: str, salt: str, upto: int, attributed: bool = True) -> list[dict]:
         first_line = f"Session {salt}."
         if variant == "system_changes":
             first_line += f" Current time: 2026-12-01T10:{upto:02d}:00Z."
+        if variant == "claude_code" and attributed:
+            first_line = f"{attribution(upto)}\n{first_line}"
         messages: list[dict] = [
             {"role": "system", "content": f"{first_line}\n{self.system}"},
             {"role": "user", "content": self.request},
@@ -160,9 +169,15 @@ def run_server(side: Any, session: Session, variants: list[str], tokens: int) ->
         if model == "auto":  # the id the server lists
             model = client.get("/v1/models").json()["data"][0]["id"]
         for variant in variants:
+            anthropic = variant == "claude_code" and side.name in ANTHROPIC_SIDES
             started = time.perf_counter()
-            rows = [server_turn(client, model, messages, session.tools, tokens)
-                    for messages in session.turns(variant, variant)]  # fmt: skip
+            rows = []
+            for messages in session.turns(variant, variant):
+                if anthropic:
+                    body = anthropic_body(model, messages, session.tools, tokens)
+                    rows.append(anthropic_turn(client, body))
+                else:
+                    rows.append(server_turn(client, model, messages, session.tools, tokens))
             out[variant] = {"turns": rows, "session_s": time.perf_counter() - started}
     return out
 
@@ -171,7 +186,8 @@ def run_direct(direct: DirectSide, session: Session, variants: list[str], tokens
     out = {}
     for variant in variants:
         started = time.perf_counter()
-        result = direct.call("session", turns=session.turns(variant, variant),
+        turns = session.turns(variant, variant, attributed=False)  # the ideal: no such line
+        result = direct.call("session", turns=turns,
                              tools=session.tools, max_tokens=tokens)  # fmt: skip
         out[variant] = {"turns": result["turns"], "session_s": time.perf_counter() - started}
     return out

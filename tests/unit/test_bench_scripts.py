@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.anthropic.requests import parse_create
+from gateway.openai.requests import parse_chat
+from scripts.agent_session_anthropic import anthropic_body
 from scripts.bandwidth_bound import kv_bytes_per_token
 from scripts.bench_agent_session import KEEP_RESULTS, Session
 from scripts.checkpoints.real_size import SHAPES, parameters
@@ -38,6 +41,28 @@ def test_old_tool_results_are_cleared(session):
     results = [m["content"] for m in messages if m["role"] == "tool"]
     assert results[: 6 - KEEP_RESULTS] == ["[cleared]"] * (6 - KEEP_RESULTS)
     assert "[cleared]" not in results[6 - KEEP_RESULTS :]
+
+
+def test_the_claude_code_line_changes_every_request_and_nothing_else(session):
+    a, b = session.messages("claude_code", "s", 3), session.messages("claude_code", "s", 4)
+    line_a, rest_a = a[0]["content"].split("\n", 1)
+    line_b, rest_b = b[0]["content"].split("\n", 1)
+    assert line_a.startswith("x-anthropic-billing-header:") and line_a != line_b
+    assert rest_a == rest_b and b[1 : len(a)] == a[1:]
+    assert session.messages("claude_code", "s", 4, attributed=False)[0]["content"] == rest_b
+
+
+@pytest.mark.parametrize("variant", ["claude_code", "thinking_dropped"])
+def test_the_messages_body_is_the_chat_request_the_direct_side_prefills(session, variant):
+    """On ours, the Anthropic request of a turn is the very chat (messages and tools) that
+    `direct` gets: the same prompt, so the sides' cache reads and TTFTs compare."""
+    messages = session.messages(variant, "s", 4)
+    body = anthropic_body("m", messages, session.tools, 8)
+    body.pop("stream")
+    anthropic = parse_create(body).generation.inputs
+    plain = session.messages(variant, "s", 4, attributed=False)
+    chat = parse_chat({"model": "m", "messages": plain, "tools": session.tools}, 8).inputs
+    assert (anthropic.messages, anthropic.tools) == (chat.messages, chat.tools)
 
 
 @pytest.mark.parametrize(("size", "billions"), [("1b", 1.24), ("3b", 3.21), ("8b", 8.03)])

@@ -3,8 +3,9 @@
 Code sends, and one streamed turn's TTFT and cache reads.
 
 Claude Code's first system block is its attribution line,
-`x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=<hash>;`, whose `cch` its
-native build recomputes for every request (a hash of the body), so the line changes every turn.
+`x-anthropic-billing-header: cc_version=...; cc_entrypoint=cli; cch=<hash>;`, whose `cch` the
+builds that sign requests recompute for every request (a hash of the body): the line changes
+every turn.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Claude Code (2.1.36 and later) sends, as the first `system` text block, a line s
 
     x-anthropic-billing-header: cc_version=2.1.332.1c9; cc_entrypoint=sdk-cli;
 
-(its native build appends `cch=<a hash of the request>;`). It is billing metadata for
+(builds that sign their requests append `cch=<a hash of the request>;`; 2.1.332 from
+npm, as tested here, does not). It is billing metadata for
 Anthropic's API, not an instruction to the model, and it is not stable: the version's suffix
 differs from session to session (it follows the session's first message) and `cch` from
 request to request. Left in the prompt it stands before the system prompt and the tool

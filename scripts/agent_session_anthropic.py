@@ -77,7 +77,9 @@ def anthropic_turn(client: httpx.Client, body: dict) -> dict:
             event = json.loads(line[6:])
             kind = event.get("type")
             if kind == "message_start":
-                usage = event["message"]["usage"]
+                usage = dict(event["message"]["usage"])
+            elif kind == "message_delta":  # a server may count the prompt only at the end
+                usage.update({k: v for k, v in (event.get("usage") or {}).items() if v})
             started_tool = kind == "content_block_start" and (
                 event["content_block"]["type"] == "tool_use"
             )
@@ -85,6 +87,7 @@ def anthropic_turn(client: httpx.Client, body: dict) -> dict:
                 ttft = time.perf_counter() - start
     total = time.perf_counter() - start
     cached = usage.get("cache_read_input_tokens")
-    prompt = usage.get("input_tokens", 0) + (cached or 0)
+    prompt = sum(usage.get(k) or 0 for k in
+                 ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))  # fmt: skip
     return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total,
             "prompt_tokens": prompt or None, "cached_tokens": cached}  # fmt: skip

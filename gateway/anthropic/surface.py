@@ -71,7 +71,8 @@ _PROMPT: dict[str, Field] = {
     ),
     "system": s.structure(
         {"anyOf": [{"type": "string"}, {"type": "array", "items": _TEXT_BLOCK}]},
-        "System prompt.",
+        "System prompt. Claude Code's `x-anthropic-billing-header: ...;` line at its very start "
+        "is billing metadata and is left out of the prompt.",
     ),
     "tools": s.structure({"type": "array", "items": TOOL}, "Client tools the model may call."),
     "tool_choice": s.structure(

@@ -57,11 +57,23 @@ def test_claude_codes_attribution_block_is_not_part_of_the_prompt():
     assert counted.messages[0] == expected
 
 
-def test_an_attribution_line_anywhere_but_first_is_the_clients_text():
-    text = f"You are Claude Code.\n{ATTRIBUTION}"
+def test_an_attribution_line_ending_in_crlf_is_removed_with_its_line_break():
+    text = f"{ATTRIBUTION} cch=0aaa9;\r\nYou are Claude Code."
+    assert inputs(system=text).messages[0] == {"role": "system", "content": "You are Claude Code."}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"You are Claude Code.\n{ATTRIBUTION}",  # not first
+        f" {ATTRIBUTION}",  # not at the very start
+        f"{ATTRIBUTION}You are Claude Code.",  # blocks joined without a line break
+        f"{ATTRIBUTION} You are Claude Code.",
+        "x-anthropic-billing-header: is how Claude Code starts its prompt.",
+    ],
+)
+def test_text_that_is_not_exactly_an_attribution_line_is_kept(text):
     assert inputs(system=text).messages[0] == {"role": "system", "content": text}
-    quoted = f" {ATTRIBUTION}"
-    assert inputs(system=quoted).messages[0] == {"role": "system", "content": quoted}
 
 
 def test_sampling_fields_reach_sampling_params():

@@ -53,9 +53,10 @@ def test_the_claude_code_line_changes_every_request_and_nothing_else(session):
 
 
 @pytest.mark.parametrize("variant", ["claude_code", "thinking_dropped"])
-def test_the_messages_body_is_the_chat_request_the_direct_side_prefills(session, variant):
-    """On ours, the Anthropic request of a turn is the very chat (messages and tools) that
-    `direct` gets: the same prompt, so the sides' cache reads and TTFTs compare."""
+def test_the_messages_body_parses_to_the_chat_of_the_openai_request(session, variant):
+    """On ours, the Anthropic request of a turn parses to the very chat (messages, tools and
+    what else shapes the prompt) of the OpenAI request without the line, which is what
+    `direct` templates: the same prompt, so the sides' cache reads and TTFTs compare."""
     messages = session.messages(variant, "s", 4)
     body = anthropic_body("m", messages, session.tools, 8)
     body.pop("stream")
@@ -63,6 +64,8 @@ def test_the_messages_body_is_the_chat_request_the_direct_side_prefills(session,
     plain = session.messages(variant, "s", 4, attributed=False)
     chat = parse_chat({"model": "m", "messages": plain, "tools": session.tools}, 8).inputs
     assert (anthropic.messages, anthropic.tools) == (chat.messages, chat.tools)
+    shaping = ("chat_template_kwargs", "tool_choice", "parallel_tool_calls", "thinking_budget")
+    assert [getattr(anthropic, k) for k in shaping] == [getattr(chat, k) for k in shaping]
 
 
 @pytest.mark.parametrize(("size", "billions"), [("1b", 1.24), ("3b", 3.21), ("8b", 8.03)])

@@ -20,6 +20,18 @@ steps. With nothing decoding, chunks are the whole prefill_step_size: a prefill 
 full speed, and a request alone is prefilled exactly as `mlx_lm.stream_generate` prefills it
 (the same chunks, so the same floats: greedy output equal token for token).
 
+The floor: a chunk is one token at least, and one prompt token can cost more than the budget. A
+prefill call is a forward pass of its own, and where the weights dominate (real models, and a
+GPU) one token costs about a whole decode step: no chunk meets a budget of 0.7 of one, and one
+token a step would make a 30K prompt beside one stream take 30K steps. So the floor is measured:
+the step after each decode-only one gives every prefilling request one token (its time beyond
+the decode step is what one token costs; the floor is the smaller of the last two such
+measurements, so that one slow step does not raise it). When the floor is over the budget, the
+budget becomes FLOOR_SLACK times the floor: the streams' steps are about as long as the floor
+makes them anyway, and the chunk grows while more tokens cost little more than one (on a
+weight-bound model, many; where each token reads a long context, as on the tiny checkpoints on
+a CPU, few).
+
 `ratio` 0 turns pacing off (every chunk is prefill_step_size, as in mlx-lm). Chunk sizes follow
 wall-clock time, so they differ between runs: the ranks of a distributed group, which must all
 do the same work, run unpaced (worker/distributed).
@@ -32,6 +44,8 @@ PROBE_EVERY = 64  # paced steps between two measurements of the decode step
 FIRST_CHUNK = 16  # prompt tokens per request in the first paced step
 SMOOTHING = 0.5  # weight of the newest decode-step measurement
 MAX_SCALE = 2.0  # the most one step's measurement grows the chunk
+FLOOR_SLACK = 1.25  # when one token is over budget, a chunk may take this times what one took
+FLOORS_KEPT = 2  # one-token measurements the floor is the least of
 
 
 class PrefillPacer:
@@ -47,6 +61,8 @@ class PrefillPacer:
         self._decode_s: float | None = None  # one decode step, for `_decode_n` requests
         self._decode_n = 0
         self._size = float(min(FIRST_CHUNK, max_chunk))  # tokens per prefilling request
+        self._floors: list[float] = []  # what the latest one-token chunks took
+        self._floor_due = False  # the next paced step measures the floor (one token)
         self._since_probe = 0
         self._planned = 0  # requests decoding in the step in progress
 
@@ -64,6 +80,8 @@ class PrefillPacer:
             return 0
         if self._since_probe >= PROBE_EVERY:
             return 0
+        if self._floor_due:
+            return 1
         return _tokens(self._size)
 
     def record(self, wall_s: float, prompt_tokens: int) -> None:
@@ -76,12 +94,21 @@ class PrefillPacer:
             self._decode_s = _smooth(self._decode_s, wall_s) if same else wall_s
             self._decode_n = decoding
             self._since_probe = 0
+            self._floor_due = True
             return
         if self._decode_s is None or self._decode_n != decoding:
             return  # the decode step it ran beside is not known: nothing to learn
-        budget = self.ratio * self._decode_s
-        self._size = self._steer(self._size, budget, wall_s - self._decode_s)
+        took = wall_s - self._decode_s
         self._since_probe += 1
+        if self._floor_due:  # the step measured the floor: one token per prefilling request
+            self._floor_due = False
+            self._floors = [*self._floors, took][-FLOORS_KEPT:]
+            return
+        budget = self.ratio * self._decode_s
+        floor = min(self._floors, default=0.0)
+        if floor > budget:
+            budget = FLOOR_SLACK * floor  # no chunk meets the budget: see the docstring
+        self._size = self._steer(self._size, budget, took)
 
     def _steer(self, size: float, budget: float, took: float) -> float:
         """`size` scaled by budget / what its chunk took, growing at most MAX_SCALE times."""

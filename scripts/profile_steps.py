@@ -3,15 +3,15 @@ prefill, every step of the worker's BatchTextEngine timed and taken apart.
 
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 \\
         python -m scripts.profile_steps [--size tiny-64k] [--long 30000] [--alone-steps 400]
-        [--ratio 0.7] [--stream-tokens 256] [--json steps.json]
+        [--ratio 0.7] [--stream-tokens 256] [--streams 1] [--host-ms 0] [--json steps.json]
 
 No server: the engine that `vllm-omni-mlx serve` runs (worker/text/batch_engine.py, the pacer of
 worker/text/prefill_pacing.py), driven step by step as the scheduler drives it. One greedy
 stream (greedy requests of `--stream-tokens` tokens, EOS banned, one after another, so its own
 context stays short, as in scripts/bench_prefill.py) steps `--alone-steps` times alone, then a `--long`-token
 prompt is admitted and the engine steps until that prompt's first token. The stream's
-inter-token latency is a step that gave it the next token of the same request. Per step it
-records:
+inter-token latency is a step that gave it the next token of the same request; `--streams N`
+decodes N - 1 more beside it throughout (the batch's host work per step). Per step it records:
 
 - `wall`: the whole `engine.step()`, which is the stream's inter-token latency in the worker;
 - `decode`: mlx-lm's time in the decode step (`GenerationBatch.next`: build the next step's
@@ -69,7 +69,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def profile(
-    path: str, long_tokens: int, alone_steps: int, ratio: float, stream_tokens: int
+    path: str,
+    long_tokens: int,
+    alone_steps: int,
+    ratio: float,
+    stream_tokens: int,
+    streams: int,
+    host_ms: float = 0.0,
 ) -> list[StepRecord]:
     text_model = load_text_model(path)
     tokenizer = text_model.tokenizer
@@ -95,6 +101,9 @@ def profile(
         engine.admit(Submit(f"stream-{streamed}", CompleteInputs(stream, sampling), True))
         return f"stream-{streamed}"
 
+    for k in range(streams - 1):  # decoding beside the stream that is timed, never ending
+        forever = SamplingParams(max_tokens=10**9, temperature=0.0, logit_bias=ban_eos)
+        engine.admit(Submit(f"beside-{k}", CompleteInputs(stream, forever), True))
     current, tokens_of_current = next_stream(), 0
     long_prompt = tokenizer.encode(words(2, int(long_tokens / 1.28)))[:long_tokens]
     counters = engine._generator._counters  # noqa: SLF001 (a profile reads mlx-lm's counters)
@@ -110,6 +119,10 @@ def profile(
         chosen[0] = -1
         start = time.perf_counter()
         deltas = engine.step()
+        if host_ms:  # more host work after the step, as a slower detokenizer or parser would add
+            until = time.perf_counter() + host_ms / 1000
+            while time.perf_counter() < until:
+                pass
         wall = time.perf_counter() - start
         decode = counters.decode_time - before[0]
         prompt = counters.prompt_time - before[1]
@@ -129,7 +142,7 @@ def profile(
             context += prefilled
             if any(d.request_id == "long" and d.finish_reason for d in deltas):
                 break
-    engine.abort([current])
+    engine.abort([current, *(f"beside-{k}" for k in range(streams - 1))])
     return records
 
 
@@ -164,6 +177,9 @@ def main() -> None:
     p.add_argument("--ratio", type=float, default=DEFAULT_RATIO, help="--prefill-interleave")
     p.add_argument("--stream-tokens", type=int, default=256,
                    help="tokens of each stream request (more: one request outlasts the prefill)")  # fmt: skip
+    p.add_argument("--streams", type=int, default=1, help="streams decoding (one is timed)")
+    p.add_argument("--host-ms", type=float, default=0.0,
+                   help="CPU work added to every step's host part (is it hidden by the next step?)")  # fmt: skip
     p.add_argument("--json", help="write every step's record here")
     args = p.parse_args()
     path = args.model
@@ -171,7 +187,10 @@ def main() -> None:
         from scripts.checkpoints import ensure_checkpoint
 
         path = str(ensure_checkpoint("qwen3", args.size))
-    records = profile(path, args.long, args.alone_steps, args.ratio, args.stream_tokens)
+    records = profile(
+        path, args.long, args.alone_steps, args.ratio, args.stream_tokens, args.streams,
+        args.host_ms,
+    )  # fmt: skip
     summary(records)
     if args.json:
         with open(args.json, "w") as f:

@@ -3,7 +3,8 @@ prefill, every step of the worker's BatchTextEngine timed and taken apart.
 
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 \\
         python -m scripts.profile_steps [--size tiny-64k] [--long 30000] [--alone-steps 400]
-        [--ratio 0.7] [--stream-tokens 256] [--streams 1] [--host-ms 0] [--json steps.json]
+        [--ratio 0.7] [--stream-tokens 256] [--streams 1] [--host-ms 0] [--unfused]
+        [--json steps.json]
 
 No server: the engine that `vllm-omni-mlx serve` runs (worker/text/batch_engine.py, the pacer of
 worker/text/prefill_pacing.py), driven step by step as the scheduler drives it. One greedy
@@ -16,7 +17,9 @@ decodes N - 1 more beside it throughout (the batch's host work per step). Per st
 - `wall`: the whole `engine.step()`, which is the stream's inter-token latency in the worker;
 - `decode`: mlx-lm's time in the decode step (`GenerationBatch.next`: build the next step's
   graph, start it, wait for this step's tokens);
-- `prompt`: its time in the prefill chunk (`PromptProcessingBatch.prompt`, synchronous);
+- `prompt`: its time in the prefill chunk when the chunk is a model call of its own
+  (`PromptProcessingBatch.prompt`, synchronous: a step with nothing decoding, or `--unfused`);
+  a chunk fused into the decode pass (worker/text/fused_generator.py) counts in `decode`;
 - `host`: the rest, our own per-token work (detokenizing, stop strings, parsers, Deltas) and
   the pacer;
 - the chunk the pacer chose and the long prompt's progress (its context when the step ran).
@@ -76,12 +79,13 @@ def profile(
     stream_tokens: int,
     streams: int,
     host_ms: float = 0.0,
+    fuse: bool = True,
 ) -> list[StepRecord]:
     text_model = load_text_model(path)
     tokenizer = text_model.tokenizer
     settings = GenerationSettings()
     pacer = PrefillPacer(settings.prefill_step_size, ratio)
-    engine = BatchTextEngine(text_model, settings, 8, PrefixReuse(None), pacer)
+    engine = BatchTextEngine(text_model, settings, 8, PrefixReuse(None), pacer, fuse)
     chosen = [settings.prefill_step_size]
     plan = pacer.chunk
 
@@ -180,6 +184,8 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=1, help="streams decoding (one is timed)")
     p.add_argument("--host-ms", type=float, default=0.0,
                    help="CPU work added to every step's host part (is it hidden by the next step?)")  # fmt: skip
+    p.add_argument("--unfused", action="store_true",
+                   help="chunks as mlx-lm's own model call, not in the decode pass")  # fmt: skip
     p.add_argument("--json", help="write every step's record here")
     args = p.parse_args()
     path = args.model
@@ -189,7 +195,7 @@ def main() -> None:
         path = str(ensure_checkpoint("qwen3", args.size))
     records = profile(
         path, args.long, args.alone_steps, args.ratio, args.stream_tokens, args.streams,
-        args.host_ms,
+        args.host_ms, not args.unfused,
     )  # fmt: skip
     summary(records)
     if args.json:

@@ -1,6 +1,6 @@
 """What /metrics reads at scrape time: the engine's state and queue, and the worker's counters.
 
-The worker counts prefix-cache lookups, speech sent and audio transcribed itself
+The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent and audio transcribed itself
 (worker/runtime/stats.py) and reports totals since it started in its `stats` control reply.
 A restart or a swap starts a new worker from zero, so `WorkerTotals` keeps exported counters
 monotonic: when a snapshot comes from another worker (another pid, or a counter went down),
@@ -41,6 +41,13 @@ WORKER_COUNTERS = (
         "vllm:prefix_cache_hits",
         "Prefix cache hits, in terms of number of cached tokens: prompt tokens reused from "
         "the prefix cache instead of prefilled.",
+        CHAT,
+    ),
+    (
+        "prefill_tokens_in_decode_steps",
+        "vomlx:prefill_tokens_in_decode_steps",
+        "Prompt tokens prefilled inside decoding streams' forward passes (one pass over the "
+        "weights for both) rather than in a prefill pass of their own.",
         CHAT,
     ),
     (

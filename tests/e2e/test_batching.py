@@ -18,6 +18,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from tests.support import direct
+from tests.support.metrics import moved, scrape
 from tests.support.server import model_name, openai_client
 
 TOPICS = ["the sea", "prime numbers", "a red bicycle", "Python lists", "winter", "bread"]
@@ -86,8 +87,10 @@ def test_a_long_prompt_prefilled_paced_beside_a_stream_leaves_both_equal_to_dire
     default_server, qwen3_path
 ):
     """The default server paces prefill (worker/text/prefill_pacing.py): a 1,500-token prompt
-    arriving while a stream decodes is prefilled in chunks sized to the stream's decode step."""
+    arriving while a stream decodes is prefilled in chunks sized to the stream's decode step,
+    computed in the stream's own decode passes (worker/text/fused_generator.py)."""
     client = openai_client(default_server)
+    before = scrape(default_server)
     started = threading.Event()
     long_messages = [{"role": "user", "content": "Summarize: " + "the tide comes in. " * 300}]
     with ThreadPoolExecutor(1) as pool:
@@ -97,6 +100,13 @@ def test_a_long_prompt_prefilled_paced_beside_a_stream_leaves_both_equal_to_dire
             model=model_name(qwen3_path), messages=long_messages, max_tokens=12, temperature=0
         )
         text = running.result(120)
+    fused = moved(
+        before,
+        scrape(default_server),
+        "vomlx:prefill_tokens_in_decode_steps_total",
+        model_name=model_name(qwen3_path),
+    )
+    assert fused > 0, "no chunk rode in the stream's decode steps"
     assert reply.usage.prompt_tokens > 1500
     expected = direct.greedy_chat(qwen3_path, long_messages, 12).text
     assert reply.choices[0].message.content == expected

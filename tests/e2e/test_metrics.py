@@ -5,8 +5,8 @@ so nothing else moves them meanwhile)."""
 from __future__ import annotations
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.metrics import moved, scrape
 from tests.support.server import model_name, openai_client
 
 HISTOGRAMS = (
@@ -14,23 +14,6 @@ HISTOGRAMS = (
     "vllm:e2e_request_latency_seconds",
     "vllm:request_queue_time_seconds",
 )
-
-
-def scrape(server) -> dict[tuple[str, tuple], float]:
-    """(sample name, sorted labels) -> value."""
-    r = httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=30)
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"].startswith("text/plain")
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(r.text)
-        for s in family.samples
-    }
-
-
-def moved(before: dict, after: dict, name: str, **labels: str) -> float:
-    key = (name, tuple(sorted(labels.items())))
-    return after.get(key, 0.0) - before.get(key, 0.0)
 
 
 def test_metrics_need_the_api_key(default_server):

@@ -19,6 +19,7 @@ from worker.cache.prefix_cache import PrefixCache
 from worker.text import features as request_features
 from worker.text.batch_engine import BatchTextEngine
 from worker.text.model import load_text_model
+from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.settings import GenerationSettings
 
@@ -166,6 +167,29 @@ def test_a_long_prefill_is_chunked_and_interleaved_with_decoding(text_model, sol
     run.until_done()
     assert run.tokens("long") == solo(long_prompt, 4)[0]
     assert run.tokens("fast") == solo(PROMPTS["fib"], 60)[0]
+
+
+def test_a_paced_prefill_rides_in_the_decode_steps_and_both_equal_their_solo_runs(text_model, solo):
+    """With the pacer on, a prompt arriving beside decoding streams is fed in their decode
+    steps' forward pass (worker/text/fused_generator.py); every output stays mlx-lm's."""
+    settings = GenerationSettings(prefill_step_size=64)
+    pacer = PrefillPacer(64, ratio=0.7)
+    engine = BatchTextEngine(text_model, settings, 8, PrefixReuse(None), pacer)
+    run = Run(engine)
+    run.admit(submit("fast", PROMPTS["fib"], 90), submit("os", PROMPTS["os"], 70))
+    run.step()
+    run.step()
+    long_prompt = text_model.tokenizer.encode(PROMPTS["cls"] + PROMPTS["xs"])
+    run.admit(submit("long", long_prompt, 6))
+    run.until_done()
+    assert engine._generator.fused_tokens > 0  # chunks went into decode steps
+    assert run.tokens("long") == solo(long_prompt, 6)[0]
+    assert run.tokens("fast") == solo(PROMPTS["fib"], 90)[0]
+    assert run.tokens("os") == solo(PROMPTS["os"], 70)[0]
+
+
+def test_unpaced_the_generator_runs_mlx_lms_two_passes(text_model):
+    assert not engine_for(text_model)._generator.fuse
 
 
 def test_a_greedy_request_stays_greedy_next_to_a_hot_one(text_model, solo):

@@ -3,7 +3,8 @@
 Besides the scheduler's request and token counts, the engines count their own work where it
 happens (once the scheduler bound them to these stats, see `Scheduler`): prefix-cache lookups
 in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reused from the
-cache; worker/text/prefix_reuse.py, worker/vision/engine.py), seconds of speech sent
+cache; worker/text/prefix_reuse.py, worker/vision/engine.py), prompt tokens prefilled inside
+decode steps (worker/text/batch_engine.py), seconds of speech sent
 (worker/speech/engine.py) and seconds of audio transcribed (worker/transcription/engine.py).
 Every counter is a total since the worker started; the gateway's /metrics carries them over
 worker restarts (gateway/metrics/worker.py).
@@ -30,6 +31,7 @@ class WorkerStats:
         self._prompt_tokens = 0
         self._prefix_cache_queries = 0
         self._prefix_cache_hits = 0
+        self._prefill_in_decode = 0
         self._speech_seconds = 0.0
         self._transcribed_seconds = 0.0
 
@@ -56,6 +58,11 @@ class WorkerStats:
         with self._lock:
             self._prefix_cache_queries += queried
             self._prefix_cache_hits += hit
+
+    def count_prefill_in_decode(self, tokens: int) -> None:
+        """Prompt tokens prefilled inside decode steps' forward passes (fused_generator.py)."""
+        with self._lock:
+            self._prefill_in_decode += tokens
 
     def count_speech(self, seconds: float) -> None:
         with self._lock:
@@ -84,6 +91,7 @@ class WorkerStats:
                 "prompt_tokens": self._prompt_tokens,
                 "prefix_cache_queries": self._prefix_cache_queries,
                 "prefix_cache_hits": self._prefix_cache_hits,
+                "prefill_tokens_in_decode_steps": self._prefill_in_decode,
                 "speech_seconds": self._speech_seconds,
                 "transcribed_seconds": self._transcribed_seconds,
             }

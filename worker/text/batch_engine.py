@@ -5,12 +5,14 @@ Requests join (`admit`) and leave (`abort`, their end) between steps. One `step`
 chunk for every request that is still prefilling, so a long prompt's prefill is interleaved
 with the other streams' tokens and aborts apply between chunks. A chunk is `prefill_step_size`
 tokens while nothing decodes; beside decoding streams the pacer (worker/text/prefill_pacing.py)
-makes it as small as keeps their inter-token latency within its budget. Each request keeps its own sampler (worker/text/sampling.py: a seeded request draws from
-its own PRNG key whatever else is in the batch), logits processors, max_tokens and stop
-conditions: BatchGenerator calls a request's sampler and processors on that request's row
-only, and shares one call only between requests that use the very same sampler object
-(greedy). EOS tokens are the generator's stop sequences; stop strings, the parser and
-logprobs are each request's own (worker/text/request.py).
+makes it as small as keeps their inter-token latency within its budget, and the chunk rides in
+the decode step's own forward pass (worker/text/fused_generator.py). Each request keeps its own
+sampler (worker/text/sampling.py: a seeded request draws from its own PRNG key whatever else is
+in the batch), logits processors, max_tokens and stop conditions: BatchGenerator calls a
+request's sampler and processors on that request's row only, and shares one call only between
+requests that use the very same sampler object (greedy). EOS tokens are the generator's stop
+sequences; stop strings, the parser and logprobs are each request's own
+(worker/text/request.py).
 
 Request-scoped failures stay request-scoped: a logits processor that raises marks only its
 request (the step goes on with its logits unchanged, then the request ends with an error);
@@ -26,13 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.generate import BatchGenerator, StopSequences
+from mlx_lm.generate import StopSequences
 
 from protocol.inputs import Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
+from worker.text.fused_generator import FusedBatchGenerator
 from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
@@ -60,20 +63,26 @@ class BatchTextEngine:
         max_num_seqs: int,
         prefix: PrefixReuse | None = None,
         pacer: PrefillPacer | None = None,
+        fuse: bool = True,
     ) -> None:
         self._text_model = text_model
         self._settings = settings
         self._max_num_seqs = max_num_seqs
         self._prefix = prefix or PrefixReuse(None)
         self._pacer = pacer or PrefillPacer(settings.prefill_step_size, ratio=0)
+        # Paced chunks ride in the decode step's forward pass (worker/text/fused_forward.py);
+        # unpaced, every chunk is a whole prefill_step_size, as in mlx-lm.
+        self._fuse = fuse and self._pacer.enabled
         eos = sorted(text_model.tokenizer.eos_token_ids)
         self._stop_tokens = StopSequences([[t] for t in eos])
         self._generator = self._new_generator()
         self._by_id: dict[str, _Entry] = {}
         self._by_uid: dict[int, _Entry] = {}
+        self._stats: Any = None  # the worker's counters, once bound
 
     def bind_stats(self, stats: Any) -> None:
         self._prefix.stats = stats  # counts the prefix-cache lookups
+        self._stats = stats
 
     def capabilities(self) -> list[Capability]:
         return [Capability.CHAT, Capability.COMPLETE]
@@ -119,9 +128,12 @@ class BatchTextEngine:
         decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
         chunk = self._pacer.chunk(decoding, len(self._by_id) - decoding)
         self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step
+        fused = self._generator.fused_tokens
         with self._generator.stats() as work:
             _, responses = self._generator.next()
         self._pacer.record(work.wall_time, work.prompt_tokens)
+        if self._stats is not None and self._generator.fused_tokens > fused:
+            self._stats.count_prefill_in_decode(self._generator.fused_tokens - fused)
         return responses
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
@@ -207,10 +219,11 @@ class BatchTextEngine:
         mx.clear_cache()
         return [e.request.end(FinishReason.ERROR, internal(exc)) for e in entries]
 
-    def _new_generator(self) -> BatchGenerator:
+    def _new_generator(self) -> FusedBatchGenerator:
         n = self._max_num_seqs
-        return BatchGenerator(
+        return FusedBatchGenerator(
             self._text_model.model,
+            fuse=self._fuse,
             prefill_step_size=self._settings.prefill_step_size,
             # The scheduler admits at most max_num_seqs requests: the generator never queues.
             prefill_batch_size=n,

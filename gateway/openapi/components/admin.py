@@ -71,6 +71,7 @@ SCHEMAS: dict[str, Schema] = {
             "prompt_tokens": COUNT,
             "prefix_cache_queries": COUNT,
             "prefix_cache_hits": COUNT,
+            "prefill_tokens_in_decode_steps": COUNT,
             "speech_seconds": NUMBER,
             "transcribed_seconds": NUMBER,
         },

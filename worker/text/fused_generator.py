@@ -1,0 +1,165 @@
+"""mlx-lm's `BatchGenerator` with the prefill chunk inside the decode step's forward pass.
+
+Upstream, one `next()` is a decode step for the generating requests (one model call), then one
+prefill chunk for the requests still prefilling (a second call, evaluated synchronously). Here,
+when both have work and the chunk's rows are all the same length, the chunk joins the decode
+step's model call (worker/text/fused_forward.py): one pass reads the weights once for both, and
+the chunk is evaluated with the decode step's own `async_eval`, so it overlaps the host work of
+the step before like the decode step does. The step's bookkeeping is upstream's, in a different
+order: requests are admitted and finished prompts move to the generation batch first, then the
+chunks are cut, then the (fused) decode step runs; so a request whose prefill completes decodes
+its first token in that same call, one call earlier than upstream.
+
+Everything else is upstream's `next()`: nothing generating, nothing prefilling, chunks of
+different lengths (they need right padding), a model `fused_forward.fusable` rejects, or an
+mlx-lm without the internals this relies on (`_SUPPORTED`). `fuse=False` turns fusion off.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.generate import BatchGenerator, PromptProcessingBatch
+
+from worker.text.fused_forward import fusable, fused_logits
+
+CLEAR_EVERY = 512  # decode steps between two mx.clear_cache(), as upstream
+_INTERNALS = (
+    "_generation_batch",
+    "_prompt_batch",
+    "_unprocessed_sequences",
+    "_currently_processing",
+    "_counters",
+    "_make_batch",
+)
+
+
+def _supported(generator: BatchGenerator) -> bool:
+    return all(hasattr(generator, name) for name in _INTERNALS)
+
+
+class FusedBatchGenerator(BatchGenerator):
+    """A BatchGenerator whose decode steps carry the prefill chunk; see the module docstring."""
+
+    def __init__(self, model: Any, *, fuse: bool = True, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.fuse = fuse and fusable(model) and _supported(self)
+        self.fused_tokens = 0  # prompt tokens prefilled inside decode steps
+
+    def _next(self):
+        generation = self._generation_batch
+        if (
+            not self.fuse
+            or len(generation) == 0
+            or len(generation) >= self.completion_batch_size
+            or not (self._currently_processing or self._unprocessed_sequences)
+        ):
+            return super()._next()
+        prompt_responses = self._admit()
+        chunks = self._cut_chunks(prompt_responses)
+        widths = {len(c) for c in chunks}
+        if len(widths) == 1 and 0 not in widths:
+            return prompt_responses, self._decode(chunks)
+        responses = self._decode(None)
+        self._prompt(chunks)
+        return prompt_responses, responses
+
+    def _admit(self) -> list[Any]:
+        """Upstream's admission: queued requests join the prompt batch, and those with only
+        their last token left move to the generation batch (which starts their first step)."""
+        room = min(
+            self.prefill_batch_size - len(self._prompt_batch),
+            self.completion_batch_size - len(self._generation_batch),
+            len(self._unprocessed_sequences),
+        )
+        if room > 0:
+            self._prompt_batch.extend(self._make_batch(room))
+        done = [
+            i
+            for i, (segments, _, _) in enumerate(self._currently_processing)
+            if len(segments) == 1 and len(segments[0]) == 1
+        ]
+        if not done:
+            return []
+        finished = [self._currently_processing[i] for i in done]
+        gone = set(done)
+        self._currently_processing = [
+            p for i, p in enumerate(self._currently_processing) if i not in gone
+        ]
+        batch = self._prompt_batch.split(done).generate([p[0][0] for p in finished])
+        self._generation_batch.extend(batch)
+        return [
+            PromptProcessingBatch.Response(uid, (p[2], p[2]), True, True)
+            for uid, p in zip(batch.uids, finished, strict=True)
+        ]
+
+    def _cut_chunks(self, responses: list[Any]) -> list[list[int]]:
+        """Upstream's chunking: each prefilling request's next prefill_step_size tokens (at most
+        up to the end of its segment), with a progress response for each."""
+        chunks = []
+        for uid, progress in zip(self._prompt_batch.uids, self._currently_processing, strict=True):
+            segments = progress[0]
+            chunk = segments[0][: self.prefill_step_size]
+            segments[0] = segments[0][len(chunk) :]
+            end_of_segment = not segments[0]
+            if end_of_segment:
+                segments.pop(0)
+            progress[1] += len(chunk)
+            responses.append(
+                PromptProcessingBatch.Response(
+                    uid, (progress[1], progress[2]), end_of_segment, False
+                )
+            )
+            chunks.append(chunk)
+        return chunks
+
+    def _decode(self, chunks: list[list[int]] | None) -> list[Any]:
+        """One decode step, carrying `chunks` in its forward pass when given."""
+        generation = self._generation_batch
+        model = generation.model
+        if chunks is not None:
+            generation.model = _FusedCall(model, chunks, self._prompt_batch)
+        tic = time.perf_counter()
+        try:
+            responses = generation.next()
+        finally:
+            generation.model = model
+        self._counters.decode_time += time.perf_counter() - tic
+        self._counters.generation_tokens += len(responses)
+        self._counters.generation_steps += 1
+        if chunks is not None:
+            tokens = sum(len(c) for c in chunks)
+            self._counters.prompt_tokens += tokens
+            self.fused_tokens += tokens
+        if self._counters.generation_steps % CLEAR_EVERY == 0:
+            mx.clear_cache()
+        return responses
+
+    def _prompt(self, chunks: list[list[int]]) -> None:
+        if not chunks:
+            return
+        self._counters.prompt_tokens += sum(len(c) for c in chunks)
+        tic = time.perf_counter()
+        self._prompt_batch.prompt(chunks)
+        self._counters.prompt_time += time.perf_counter() - tic
+
+
+class _FusedCall:
+    """Stands in for the model in one decode step: the decode rows' logits, with the prompt
+    batch's chunk fed into its cache in the same pass (its state is evaluated with them)."""
+
+    def __init__(self, model: Any, chunks: list[list[int]], prompts: Any) -> None:
+        self._model = model
+        self._chunks = chunks
+        self._prompts = prompts
+
+    def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        for tokens, chunk in zip(self._prompts.tokens, self._chunks, strict=True):
+            tokens += chunk  # the prompt batch's record of what its cache holds
+        chunk_cache = self._prompts.prompt_cache
+        logits = fused_logits(self._model, inputs, cache, mx.array(self._chunks), chunk_cache)
+        # The decode step evaluates its logits; the chunk's cache is evaluated beside them.
+        mx.async_eval([c.state for c in chunk_cache])
+        return logits

@@ -188,6 +188,42 @@ def test_a_paced_prefill_rides_in_the_decode_steps_and_both_equal_their_solo_run
     assert run.tokens("os") == solo(PROMPTS["os"], 70)[0]
 
 
+def test_paced_prefills_with_a_cache_hit_an_abort_and_uneven_chunks_equal_their_solo_runs(
+    text_model, solo
+):
+    """Two prompts prefilled together beside a stream, one onto a prefix-cache hit (their chunks
+    are fused while of one width, and run as mlx-lm's own call at the uneven end), a third
+    aborted mid-prefill: every output is mlx-lm's, and the worker counts the fused tokens."""
+    from worker.runtime.stats import WorkerStats
+
+    settings = GenerationSettings(prefill_step_size=64)
+    prefix = PrefixReuse(PrefixCache(1 << 30, "tiny"))
+    engine = BatchTextEngine(text_model, settings, 8, prefix, PrefillPacer(64, ratio=0.7))
+    stats = WorkerStats(model="tiny")
+    engine.bind_stats(stats)
+    run = Run(engine)
+    shared = text_model.tokenizer.encode(PROMPTS["cls"])
+    run.admit(submit("warm", shared, 2))
+    run.until_done()
+    run.admit(submit("fast", PROMPTS["fib"], 120))
+    run.step()
+    run.step()
+    hit = shared + text_model.tokenizer.encode(PROMPTS["xs"])
+    other = text_model.tokenizer.encode(PROMPTS["sea"] + PROMPTS["xs"])
+    gone = text_model.tokenizer.encode(PROMPTS["xs"] * 2)
+    run.admit(submit("hit", hit, 5), submit("other", other, 5), submit("gone", gone, 5))
+    for _ in range(3):
+        run.step()
+    [aborted] = run.engine.abort(["gone"])
+    run.until_done()
+    assert aborted.finish_reason == FinishReason.ABORT and not run.tokens("gone")
+    assert run.terminal("hit").usage.cached_tokens > 0
+    assert stats.snapshot()["prefill_tokens_in_decode_steps"] > 0
+    assert run.tokens("hit") == solo(hit, 5)[0]
+    assert run.tokens("other") == solo(other, 5)[0]
+    assert run.tokens("fast") == solo(PROMPTS["fib"], 120)[0]
+
+
 def test_unpaced_the_generator_runs_mlx_lms_two_passes(text_model):
     assert not engine_for(text_model)._generator.fuse
 

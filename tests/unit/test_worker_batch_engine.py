@@ -224,6 +224,34 @@ def test_paced_prefills_with_a_cache_hit_an_abort_and_uneven_chunks_equal_their_
     assert run.tokens("fast") == solo(PROMPTS["fib"], 120)[0]
 
 
+def test_a_decode_step_that_skips_the_fused_call_fails_its_batch_and_turns_fusion_off(
+    text_model, solo, monkeypatch
+):
+    """If mlx-lm's decode step ever stops calling the model once per step, a chunk cut for it
+    would be lost: the batch fails loudly, and later requests run mlx-lm's two calls."""
+    from mlx_lm.generate import GenerationBatch
+
+    pacer = PrefillPacer(64, ratio=0.7)
+    engine = BatchTextEngine(text_model, GenerationSettings(64), 8, PrefixReuse(None), pacer)
+    run = Run(engine)
+    run.admit(submit("fast", PROMPTS["fib"], 200))
+    run.step()
+    run.step()
+    with monkeypatch.context() as patch:
+        patch.setattr(GenerationBatch, "next", lambda self: [])  # never calls the model
+        run.admit(submit("long", text_model.tokenizer.encode(PROMPTS["xs"]), 4))
+        for _ in range(20):
+            if not engine.active_ids():
+                break
+            run.step()
+    assert not engine.active_ids()
+    assert run.terminal("long").error.code == ErrorCode.INTERNAL
+    assert not engine._generator.fuse
+    run.admit(submit("after", PROMPTS["os"], 8))
+    run.until_done()
+    assert run.tokens("after") == solo(PROMPTS["os"], 8)[0]
+
+
 def test_unpaced_the_generator_runs_mlx_lms_two_passes(text_model):
     assert not engine_for(text_model)._generator.fuse
 

@@ -35,7 +35,7 @@ from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
-from worker.text.fused_generator import FusedBatchGenerator
+from worker.text.fused_generator import FusedBatchGenerator, FusionError
 from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
@@ -126,11 +126,19 @@ class BatchTextEngine:
     def _paced_next(self) -> list[Any]:
         """One BatchGenerator step with the pacer's chunk, timed for the pacer."""
         decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
-        chunk = self._pacer.chunk(decoding, len(self._by_id) - decoding)
+        prefilling = len(self._by_id) - decoding
+        chunk = self._pacer.chunk(decoding, prefilling)
         self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step
         fused = self._generator.fused_tokens
         with self._generator.stats() as work:
             _, responses = self._generator.next()
+            if self._generator.fuse and decoding and prefilling:
+                # A step waits only for the graph the step before started; a fused chunk is in
+                # the one this step started. Waiting for that one too times each step's own
+                # chunk on every backend (on an asynchronous one the pacer would otherwise
+                # take the last chunk's time for this step's, and a decode-only probe's for
+                # the chunk's). It costs the overlap of host work only while a prompt is paced.
+                mx.synchronize(self._generator.stream)
         self._pacer.record(work.wall_time, work.prompt_tokens)
         if self._stats is not None and self._generator.fused_tokens > fused:
             self._stats.count_prefill_in_decode(self._generator.fused_tokens - fused)
@@ -208,6 +216,9 @@ class BatchTextEngine:
         self._by_uid.pop(entry.uid, None)
 
     def _fail_all(self, exc: Exception) -> list[Delta]:
+        if isinstance(exc, FusionError):
+            log.error("prefill chunks no longer ride in decode steps: %s", exc)
+            self._fuse = False
         entries = list(self._by_id.values())
         self._by_id.clear()
         self._by_uid.clear()

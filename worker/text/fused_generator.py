@@ -4,15 +4,21 @@ Upstream, one `next()` is a decode step for the generating requests (one model c
 prefill chunk for the requests still prefilling (a second call, evaluated synchronously). Here,
 when both have work and the chunk's rows are all the same length, the chunk joins the decode
 step's model call (worker/text/fused_forward.py): one pass reads the weights once for both, and
-the chunk is evaluated with the decode step's own `async_eval`, so it overlaps the host work of
-the step before like the decode step does. The step's bookkeeping is upstream's, in a different
-order: requests are admitted and finished prompts move to the generation batch first, then the
+the chunk's cache is started with the decode step's own `async_eval`. (So the step ends before
+its chunk is computed on a backend that runs graphs asynchronously; the batch engine waits for
+it at the end of a paced step, so that the pacer times each step's own chunk.) The step's
+bookkeeping is upstream's, in a different order: requests are admitted and finished prompts move to the generation batch first, then the
 chunks are cut, then the (fused) decode step runs; so a request whose prefill completes decodes
 its first token in that same call, one call earlier than upstream.
 
 Everything else is upstream's `next()`: nothing generating, nothing prefilling, chunks of
 different lengths (they need right padding), a model `fused_forward.fusable` rejects, or an
-mlx-lm without the internals this relies on (`_SUPPORTED`). `fuse=False` turns fusion off.
+mlx-lm without the internals this relies on (`_INTERNALS`). `fuse=False` turns fusion off. A
+prompt's last token still runs as upstream runs it: the first step of its generation batch.
+
+The fused call relies on upstream's decode step calling its model exactly once. If an mlx-lm
+release ever does otherwise, the step raises `FusionError` (its chunk was cut but not fed, so
+the requests in it cannot go on) and the batch engine turns fusion off for good.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ _INTERNALS = (
     "_counters",
     "_make_batch",
 )
+
+
+class FusionError(RuntimeError):
+    """The decode step did not call the model exactly once with the chunk (see the docstring)."""
 
 
 def _supported(generator: BatchGenerator) -> bool:
@@ -119,13 +129,20 @@ class FusedBatchGenerator(BatchGenerator):
         """One decode step, carrying `chunks` in its forward pass when given."""
         generation = self._generation_batch
         model = generation.model
-        if chunks is not None:
-            generation.model = _FusedCall(model, chunks, self._prompt_batch)
+        fused = None if chunks is None else _FusedCall(model, chunks, self._prompt_batch)
+        if fused is not None:
+            generation.model = fused
         tic = time.perf_counter()
         try:
             responses = generation.next()
         finally:
             generation.model = model
+        if fused is not None and fused.calls != 1:
+            raise FusionError(
+                f"mlx-lm's decode step called the model {fused.calls} times with a prefill "
+                "chunk, not once: this mlx-lm's GenerationBatch is not the one "
+                "worker/text/fused_generator.py was written for"
+            )
         self._counters.decode_time += time.perf_counter() - tic
         self._counters.generation_tokens += len(responses)
         self._counters.generation_steps += 1
@@ -154,8 +171,12 @@ class _FusedCall:
         self._model = model
         self._chunks = chunks
         self._prompts = prompts
+        self.calls = 0
 
     def __call__(self, inputs: mx.array, cache: list[Any]) -> mx.array:
+        self.calls += 1
+        if self.calls > 1:  # the chunk is in the cache already: never feed it twice
+            return self._model(inputs, cache=cache)
         for tokens, chunk in zip(self._prompts.tokens, self._chunks, strict=True):
             tokens += chunk  # the prompt batch's record of what its cache holds
         chunk_cache = self._prompts.prompt_cache

@@ -1,14 +1,14 @@
 """What /metrics reads at scrape time: the engine's state and queue, and the worker's counters.
 
-The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent and audio transcribed itself
-(worker/runtime/stats.py) and reports totals since it started in its `stats` control reply.
-A restart or a swap starts a new worker from zero, so `WorkerTotals` keeps exported counters
-monotonic: when a snapshot comes from another worker (another pid, or a counter went down),
-the last totals seen from the previous one are carried over and added from then on. What a
-worker counted after the last scrape before it died is lost (nobody can ask it any more); a
-scrape rate above the crash rate keeps that small. Each counter is labelled with the model
-that serves its kind when the snapshot arrives (the chat model for the prefix cache, the TTS
-model for speech, ...), and left out while no served model has that kind; the models a
+The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent and
+audio transcribed itself (worker/runtime/stats.py) and reports totals since it started in its
+`stats` control reply. A restart or a swap starts a new worker from zero, so `WorkerTotals`
+keeps exported counters monotonic: when a snapshot comes from another worker (another pid, or a
+counter went down), the last totals seen from the previous one are carried over and added from
+then on. What a worker counted after the last scrape before it died is lost (nobody can ask it
+any more); a scrape rate above the crash rate keeps that small. Each counter is labelled with
+the model that serves its kind when the snapshot arrives (the chat model for the prefix cache,
+the TTS model for speech, ...), and left out while no served model has that kind; the models a
 worker serves never change during its life.
 
 While no worker is ready, the last totals are exported unchanged.

@@ -7,9 +7,10 @@ step's model call (worker/text/fused_forward.py): one pass reads the weights onc
 the chunk's cache is started with the decode step's own `async_eval`. (So the step ends before
 its chunk is computed on a backend that runs graphs asynchronously; the batch engine waits for
 it at the end of a paced step, so that the pacer times each step's own chunk.) The step's
-bookkeeping is upstream's, in a different order: requests are admitted and finished prompts move to the generation batch first, then the
-chunks are cut, then the (fused) decode step runs; so a request whose prefill completes decodes
-its first token in that same call, one call earlier than upstream.
+bookkeeping is upstream's, in a different order: requests are admitted and finished prompts
+move to the generation batch first, then the chunks are cut, then the (fused) decode step runs;
+so a request whose prefill completes decodes its first token in that same call, one call
+earlier than upstream.
 
 Everything else is upstream's `next()`: nothing generating, nothing prefilling, chunks of
 different lengths (they need right padding), a model `fused_forward.fusable` rejects, or an

@@ -9,6 +9,11 @@ PORT ?= 8000
 ARGS ?=
 # make test runs what CI runs (.ci/run): skip reasons shown, checkpoints built in the tree.
 PYTEST_ARGS ?= -ra
+# Test processes (pytest-xdist), each running whole files, so a module's servers and state stay
+# in one process; 0 runs the suite in this one. Two make it about 1.8x faster on 2 cores:
+# much of an end-to-end test is waiting on the other processes.
+PYTEST_JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadfile
 export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
 
 .PHONY: install system-packages clients serve test test-unit test-e2e test-clients lint format clean
@@ -49,16 +54,16 @@ system-packages:
 	@scripts/system_packages.sh
 
 test: system-packages install clients
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 test-unit: install
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(PYTEST) tests/unit $(PYTEST_ARGS)
 
 test-e2e: install
-	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+	$(PYTEST) tests/e2e $(PYTEST_ARGS)
 
 test-clients: install clients
-	$(BIN)/python -m pytest tests/clients $(PYTEST_ARGS)
+	$(PYTEST) tests/clients $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -106,8 +106,9 @@ def _kill_rank_1_and_come_back(server, llama_path) -> None:
         headers=server.headers, timeout=120,
     ) as r:  # fmt: skip
         for line in r.iter_lines():
-            if line:
-                lines.append(line)
+            if not line.startswith("data: "):
+                continue  # the blank separators, and the keep-alive comments of a stalled stream
+            lines.append(line)
             if len(lines) == 5:
                 os.kill(ranks[1], signal.SIGKILL)
     events = [json.loads(line[6:]) for line in lines[:-1]]

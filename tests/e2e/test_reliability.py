@@ -83,8 +83,9 @@ def test_worker_kill_ends_stream_with_error_then_recovers(start_server, qwen3_pa
     lines: list[str] = []
     with _stream_lines(server, {"model": model_name(qwen3_path), **LONG}) as r:
         for line in r.iter_lines():
-            if line:
-                lines.append(line)
+            if not line.startswith("data: "):
+                continue  # the blank separators, and the keep-alive comments of a stalled stream
+            lines.append(line)
             if len(lines) == 5:
                 os.kill(pid, signal.SIGKILL)
 

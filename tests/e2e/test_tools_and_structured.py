@@ -131,26 +131,44 @@ def test_json_schema_response_format_parses_and_validates(default_server, qwen3_
 
 
 def test_streamed_json_arrives_incrementally_and_parses(default_server, qwen3_path):
-    fmt = {
-        "type": "json_schema",
-        "json_schema": {"name": "A", "schema": ANSWER_SCHEMA, "strict": True},
+    # Twelve enum items after the answer: some 60 tokens, so the stream lasts long enough that
+    # it cannot all wait for the gateway at once. The gateway merges the deltas that wait for
+    # it when it falls behind (a loaded CI machine, two test processes on two cores), and the
+    # dozen tokens of ANSWER_SCHEMA alone have arrived as one piece there.
+    schema = {
+        **ANSWER_SCHEMA,
+        "properties": {
+            **ANSWER_SCHEMA["properties"],
+            "steps": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["look", "think", "answer"]},
+                "minItems": 12,
+                "maxItems": 12,
+            },
+        },
+        "required": ["answer", "sure", "steps"],
     }
+    fmt = {"type": "json_schema", "json_schema": {"name": "A", "schema": schema, "strict": True}}
     # Thinking off: under a constraint the random model may open a think block and spend most
     # of max_tokens there, leaving the JSON to a few forced tokens at the end.
     no_think = {"chat_template_kwargs": {"enable_thinking": False}}
-    # The gateway merges the deltas that wait for it when it falls behind (a loaded CI machine),
-    # and this JSON is a dozen tokens: one stream of three arriving in pieces shows it streams.
     counts = []
     for _ in range(3):
         chunks = list(
             create(
-                default_server, qwen3_path, response_format=fmt, stream=True, extra_body=no_think
+                default_server,
+                qwen3_path,
+                response_format=fmt,
+                stream=True,
+                max_tokens=200,
+                extra_body=no_think,
             )
         )
         pieces = [
             c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
         ]
-        assert set(json.loads("".join(pieces))) == {"answer", "sure"}
+        value = json.loads("".join(pieces))
+        assert set(value) == {"answer", "sure", "steps"} and len(value["steps"]) == 12
         counts.append(len(pieces))
         if len(pieces) > 1:
             break

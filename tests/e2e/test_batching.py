@@ -90,27 +90,40 @@ def test_a_long_prompt_prefilled_paced_beside_a_stream_leaves_both_equal_to_dire
     arriving while a stream decodes is prefilled in chunks sized to the stream's decode step,
     computed in the stream's own decode passes (worker/text/fused_generator.py)."""
     client = openai_client(default_server)
-    before = scrape(default_server)
-    started = threading.Event()
-    long_messages = [{"role": "user", "content": "Summarize: " + "the tide comes in. " * 300}]
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(stream_text, client, qwen3_path, messages("the sea"), 200, started)
-        assert started.wait(60)
-        reply = client.chat.completions.create(
-            model=model_name(qwen3_path), messages=long_messages, max_tokens=12, temperature=0
+    # 1,500 tokens: this checkpoint decodes 200 in a quarter of a second, which on a loaded
+    # machine has ended before the long prompt reached the worker, and then nothing is paced
+    # beside it. Up to three tries for one where the two overlapped, each with a prompt of its
+    # own (the prefix cache would serve a repeated one).
+    expected_stream = direct.greedy_chat(qwen3_path, messages("the sea"), 1500).text
+    for attempt in range(3):
+        text = f"Summarize ({attempt}): " + "the tide comes in. " * 300
+        long_messages = [{"role": "user", "content": text}]
+        before = scrape(default_server)
+        started = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(
+                stream_text, client, qwen3_path, messages("the sea"), 1500, started
+            )
+            assert started.wait(60)
+            reply = client.chat.completions.create(
+                model=model_name(qwen3_path), messages=long_messages, max_tokens=12, temperature=0
+            )
+            streamed = running.result(120)
+        assert reply.usage.prompt_tokens > 1500
+        assert (
+            reply.choices[0].message.content
+            == direct.greedy_chat(qwen3_path, long_messages, 12).text
         )
-        text = running.result(120)
-    fused = moved(
-        before,
-        scrape(default_server),
-        "vomlx:prefill_tokens_in_decode_steps_total",
-        model_name=model_name(qwen3_path),
-    )
+        assert streamed == expected_stream
+        fused = moved(
+            before,
+            scrape(default_server),
+            "vomlx:prefill_tokens_in_decode_steps_total",
+            model_name=model_name(qwen3_path),
+        )
+        if fused > 0:
+            break
     assert fused > 0, "no chunk rode in the stream's decode steps"
-    assert reply.usage.prompt_tokens > 1500
-    expected = direct.greedy_chat(qwen3_path, long_messages, 12).text
-    assert reply.choices[0].message.content == expected
-    assert text == direct.greedy_chat(qwen3_path, messages("the sea"), 200).text
 
 
 def test_each_request_keeps_its_own_sampling_in_a_batch(default_server, qwen3_path):

@@ -7,6 +7,10 @@ MODEL ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 ARGS ?=
+# Keys for `make serve`, passed in the environment (not on the command line, which `ps` shows):
+# API_KEY guards the API, ADMIN_KEY the routes that load and unload models (README, "Admin").
+API_KEY ?=
+ADMIN_KEY ?=
 # make test runs what CI runs (.ci/run): skip reasons shown, checkpoints built in the tree.
 PYTEST_ARGS ?= -ra
 # Test processes (pytest-xdist), each running whole files, so a module's servers and state stay
@@ -15,22 +19,28 @@ PYTEST_ARGS ?= -ra
 PYTEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_JOBS) --dist loadfile
 export VOMLX_CACHE_DIR ?= $(CURDIR)/.cache/checkpoints
+# SYSTEM_PACKAGES=0: `make test` only says which system packages are missing (no apt-get as root)
+export SYSTEM_PACKAGES ?= 1
+# setuptools prints a warning box on every editable install of a flat layout; it says nothing
+# the project does not already handle (the worker never runs from a folder of user files).
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install
 
-.PHONY: install system-packages clients serve test test-unit test-e2e test-clients lint format clean
+.PHONY: install system-packages clients serve test test-unit test-e2e test-clients lint format clean distclean
 
 # `make test` installs everything (the dev extra); `make serve` only what serving the default
 # needs (the serve extra: chat, speech in and out, no mlx-vlm), showing pip's progress.
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing the project and everything its tests use into $(VENV) (a few minutes the first time) ..." >&2
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP_INSTALL) --quiet -e '.[dev]'
 	touch $@ $(BIN)/.installed-serve
 
 $(BIN)/.installed-serve: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "Installing what serving needs (about 770 MB the first time) ..." >&2
+	@echo "Installing what serving needs into $(VENV) (about 870 MB the first time): first pip itself, then the packages, with progress ..." >&2
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar on -e '.[serve]'
+	$(PIP_INSTALL) --progress-bar on -e '.[serve]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -44,9 +54,10 @@ clients: install
 
 # On Linux the worker preloads an installed OpenBLAS (--blas auto); this only says when none is.
 serve: $(BIN)/.installed-serve
-	@$(BIN)/python -c "import sys; from launch.blas import find_openblas; \
+	@$(BIN)/python -c "import sys; from protocol.launch.blas import find_openblas; \
 	sys.exit(sys.platform.startswith('linux') and find_openblas() is None)" || echo \
 	"hint: 'apt-get install libopenblas0-pthread' makes float32 models ~30x faster on the CPU" >&2
+	$(if $(API_KEY),VOMLX_API_KEY='$(API_KEY)') $(if $(ADMIN_KEY),VOMLX_ADMIN_KEY='$(ADMIN_KEY)') \
 	$(BIN)/vllm-omni-mlx serve $(MODEL) --host $(HOST) --port $(PORT) $(ARGS)
 
 # System packages (OpenBLAS, ffmpeg, espeak-ng, Node) when this machine lets us: Linux, root, apt.
@@ -65,13 +76,21 @@ test-e2e: install
 test-clients: install clients
 	$(PYTEST) tests/clients $(PYTEST_ARGS)
 
+# Lint and type checks, as CI runs them (.ci/run): mypy against the baseline that may only
+# shrink (scripts/check_types.py, .mypy-baseline.txt; strict and clean: protocol/, gateway/workers/).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/check_types.py
 
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# clean: what `make` installed (the venv, the client tier's clients, caches of tools);
+# distclean: also .cache/, the converted real weights and the tests' tiny checkpoints.
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info tests/clients/node_modules .cache/clients-venv
+
+distclean: clean
+	rm -rf .cache

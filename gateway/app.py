@@ -14,19 +14,45 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from gateway.api.admin import routes as admin
+from gateway.api.anthropic_messages import routes as anthropic_messages
+from gateway.api.chat_completions import routes as chat_completions
+from gateway.api.embeddings import routes as embeddings
+from gateway.api.realtime import routes as realtime
+from gateway.api.realtime.wire import WS_MAX_SIZE
+from gateway.api.responses import routes as responses
+from gateway.api.responses.store import ResponseStore
+from gateway.api.speech import routes as speech
+from gateway.api.tokenize import routes as tokenize
+from gateway.api.transcriptions import routes as transcriptions
 from gateway.config import ServerConfig
-from gateway.engine.protocol import EngineClient
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import APIKeyMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.request_id import RequestIdMiddleware
 from gateway.metrics import Metrics
+from gateway.openapi import routes as openapi
 from gateway.openapi.docs_page import docs_assets
 from gateway.playground.page import assets as playground_assets
 from gateway.pool.leases import PoolLeases
 from gateway.pool.pool import ModelPool
-from gateway.responses.store import ResponseStore
-from gateway.routes import ROUTES
+from gateway.workers.protocol import EngineClient
+
+__all__ = ["ROUTES", "WS_MAX_SIZE", "create_app"]  # WS_MAX_SIZE: uvicorn's ws_max_size (serve)
+
+# Every API's paths (gateway/api/*/routes.py) and the document's (/openapi.json, /docs).
+ROUTES = [
+    *admin.ROUTES,
+    *openapi.ROUTES,
+    *chat_completions.ROUTES,
+    *anthropic_messages.ROUTES,
+    *responses.ROUTES,
+    *speech.ROUTES,
+    *realtime.ROUTES,
+    *transcriptions.ROUTES,
+    *embeddings.ROUTES,
+    *tokenize.ROUTES,
+]
 
 
 def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starlette:
@@ -47,7 +73,7 @@ def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starle
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(AccessLogMiddleware, log_polls=config.log_polls),
-            Middleware(APIKeyMiddleware, api_key=config.api_key),
+            Middleware(APIKeyMiddleware, api_key=config.api_key, admin_key=config.admin_key),
             *([Middleware(PoolLeases, pool=pool)] if pool is not None else []),
         ],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -12,12 +12,17 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
+    admin_key: str | None = None  # /v1/admin/models/*: gateway/http/auth.py
+    model_root: str | None = None  # admin loads: checkpoints under this directory only
     max_tokens: int = 2048  # default when a request gives no max_tokens
     max_num_seqs: int = 8  # requests the worker generates at once
     max_queue: int = 64  # requests waiting for admission; past it: 503 + Retry-After
     max_realtime_sessions: int = 8  # open /v1/realtime sessions; 0: the endpoint is off
     queue_timeout: float = 60.0  # seconds a request may wait for admission
     max_body_bytes: int = 16 * 1024 * 1024
+    # Seconds a request may take to send its headers, then its body (gateway/http/read_deadlines.py)
+    header_timeout: float = 15.0
+    body_timeout: float = 30.0
     sse_keepalive: float = 3.0  # seconds of silence after which a stream writes a keepalive
     drain_timeout: float = 30.0  # model swap: seconds in-flight requests may finish
     ready_timeout: float = 600.0  # seconds a worker may take from spawn to READY
@@ -31,7 +36,7 @@ class ServerConfig:
     restart_backoff_max: float = 30.0
     # A worker on another host (`vllm-omni-mlx worker --listen`): the gateway connects to this
     # tcp://HOST:PORT (and PORT + 1) instead of spawning a worker; CURVE keys from keys_dir
-    # (launch/curve_keys.py), or plain TCP when insecure.
+    # (protocol/launch/curve_keys.py), or plain TCP when insecure.
     remote: str | None = None
     keys_dir: str | None = None
     insecure: bool = False
@@ -52,19 +57,24 @@ class ServerConfig:
     draft_model: str | None = None  # checkpoint directory: speculative decoding
     adapter_path: str | None = None  # an mlx-lm LoRA adapter directory (models file: adapter)
     num_draft_tokens: int = 3
+    # Speculative decoding in continuous batching (worker/text/speculation/): none | ngram
+    # (prompt lookup) | draft (--draft-model) | auto; off until its speedup is measured.
+    speculative: str = "none"
+    prompt_lookup_min: int = 2  # the n-gram sizes prompt lookup matches, longest first
+    prompt_lookup_max: int = 3
     kv_bits: int | None = None  # quantized KV cache
     kv_group_size: int = 64
     quantized_kv_start: int = 5000
     max_kv_size: int | None = None  # rotating KV cache
     dtype: str = "auto"  # auto | float32 | float16 | bfloat16: cast the weights at load
-    blas: str = "auto"  # auto | bundled | openblas (Linux CPU; launch/blas.py)
+    blas: str = "auto"  # auto | bundled | openblas (Linux CPU; protocol/launch/blas.py)
     prefix_cache_bytes: int = 2 << 30  # 0: no prefix cache in memory
     ssd_cache_dir: str | None = None  # prefix cache entries also on disk, here
     ssd_cache_max_gb: float = 16.0
     warm_prompts: str | None = None  # JSON Lines of prompts prefilled into the cache at start
     # Engines next to (or instead of) the text model, and output parsing of the text model.
-    tts_model: str | None = None  # a TTS checkpoint served next to the main model
-    asr_model: str | None = None  # a speech-recognition checkpoint served next to it
+    speech_model: str | None = None  # a TTS checkpoint served next to the main model
+    transcription_model: str | None = None  # a speech-recognition checkpoint served next to it
     omni: bool = False  # the main model is a speech model (TTS or speech recognition)
     reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
     tool_call_parser: str = "auto"  # auto | none | a format of worker/text/parsers/registry.py
@@ -82,6 +92,6 @@ class ServerConfig:
     media_max_bytes: int = 20 * 2**20  # per image / audio clip, fetched or inline
     media_fetch_timeout: float = 10.0  # seconds per remote fetch, redirects included
     max_image_pixels: int = 40_000_000  # width x height, checked before decoding
-    # Other names clients may send: engine/served_models.py, audio/speech/voice_aliases.py.
+    # Other names clients may send: workers/served_models.py, audio/speech/voice_aliases.py.
     model_aliases: tuple[str, ...] = ()  # --model-alias globs that reach the main model
     voice_aliases: tuple[tuple[str, str], ...] = ()  # --voice-alias (NAME, VOICE) overrides

@@ -23,6 +23,7 @@ These messages are additive: a worker's own traffic is unchanged, so PROTOCOL_VE
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Union
 
 from protocol.wire import WireEnum, WireStruct
 
@@ -63,7 +64,8 @@ class HostEvent(WireStruct, tag=int(HostTag.HOST_EVENT)):
     detail: str = ""  # exited: how ("exited with code 1", "was killed by signal 9 (SIGKILL)")
 
 
-HOST_MESSAGES: tuple[type, ...] = (HostCommand, HostEvent)
+HostMessage = Union[HostCommand, HostEvent]  # noqa: UP007
+HOST_MESSAGES: tuple[type[WireStruct], ...] = (HostCommand, HostEvent)
 
 
 def frame_tag(frame: bytes) -> int | None:

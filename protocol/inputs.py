@@ -37,9 +37,35 @@ class JsonSchema(WireStruct, tag="json_schema"):
     schema: dict[str, Any]
     name: str | None = None
     strict: bool | None = None
+    field: str | None = None  # the request field that gave the schema, for errors
 
 
-Constraint = Union[JsonObject, JsonSchema]  # noqa: UP007
+class Regex(WireStruct, tag="regex"):
+    """Constrained decoding: the whole output matches `pattern` (Rust regex syntax).
+
+    `field` is the request field that gave it (e.g. `structured_outputs.regex`), named in a
+    400 when the pattern cannot be compiled; the same holds for Choice and Grammar."""
+
+    pattern: str
+    field: str
+
+
+class Choice(WireStruct, tag="choice"):
+    """Constrained decoding: the output is exactly one of `options`."""
+
+    options: list[str]
+    field: str
+
+
+class Grammar(WireStruct, tag="grammar"):
+    """Constrained decoding: the output is a sentence of a Lark grammar (llguidance's dialect,
+    which also takes `%json` schemas and regexes as terminals)."""
+
+    lark: str
+    field: str
+
+
+Constraint = Union[JsonObject, JsonSchema, Regex, Choice, Grammar]  # noqa: UP007
 
 
 class SamplingParams(WireStruct):
@@ -57,7 +83,7 @@ class SamplingParams(WireStruct):
     logit_bias: dict[int, float] | None = None
     stop: list[str] = []
     logprobs: int | None = None  # None: off; k >= 0: the chosen token's logprob + top k others
-    constraint: Constraint | None = None  # response_format / output_config: JSON by grammar
+    constraint: Constraint | None = None  # response_format, structured_outputs: by grammar
 
 
 class ChatInputs(WireStruct, tag=Op.CHAT.value):

@@ -20,6 +20,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Union
 
+import msgspec
+
 from protocol.inputs import ChatInputs, Inputs
 from protocol.ready import (
     Capability,
@@ -31,7 +33,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 13
 
 
 class Tag(IntEnum):
@@ -70,11 +72,11 @@ class ErrorCode(WireEnum):
 
 
 class ControlMethod(WireEnum):
-    STATS = "stats"  # the worker's counters (ControlReply.result)
+    STATS = "stats"  # the worker's counters: ControlReply.stats
     SHUTDOWN = "shutdown"  # abort everything, reply, exit 0
-    COUNT_TOKENS = "count_tokens"  # prompt tokens of ControlCall.chat: {"input_tokens": n}
-    TOKENIZE = "tokenize"  # ControlCall.tokenize: {"tokens": [...], "token_strs": [...] | None}
-    DETOKENIZE = "detokenize"  # ControlCall.detokenize: {"prompt": text}
+    COUNT_TOKENS = "count_tokens"  # prompt tokens of ControlCall.chat: ControlReply.input_tokens
+    TOKENIZE = "tokenize"  # ControlCall.tokenize: ControlReply.tokenized
+    DETOKENIZE = "detokenize"  # ControlCall.detokenize: ControlReply.text
 
 
 # -- gateway -> worker ---------------------------------------------------------------------
@@ -220,11 +222,49 @@ class Step(WireStruct, tag=int(Tag.STEP)):
     deltas: list[Delta]
 
 
+class WorkerCounters(WireStruct):
+    """The `stats` control call's answer: what the worker is doing and has done."""
+
+    model: str
+    pid: int
+    active: int  # requests being generated
+    waiting: int  # requests received but not started
+    active_request_ids: list[str]
+    requests_total: int
+    requests_aborted: int
+    tokens_generated: int
+    prompt_tokens: int
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    prefill_tokens_in_decode_steps: int
+    speech_seconds: float
+    transcribed_seconds: float
+    # speculative decoding (vLLM's spec_decode metrics): proposals made, tokens proposed,
+    # tokens accepted, and accepted per position of a proposal
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+    spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
+
+
+class Tokenized(WireStruct):
+    """The `tokenize` control call's answer: the ids, and their strings when asked."""
+
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
 class ControlReply(WireStruct, tag=int(Tag.CONTROL_REPLY)):
+    """The answer to one ControlCall: `ok` with the field of its method (none for shutdown),
+    or not, with `error`."""
+
     call_id: int
     ok: bool
-    result: dict[str, Any] | None = None
     error: str | None = None
+    stats: WorkerCounters | None = None  # stats
+    input_tokens: int | None = None  # count_tokens
+    tokenized: Tokenized | None = None  # tokenize
+    text: str | None = None  # detokenize
 
 
 class Heartbeat(WireStruct, tag=int(Tag.HEARTBEAT)):
@@ -241,7 +281,7 @@ class Fatal(WireStruct, tag=int(Tag.FATAL)):
 
 
 Message = Union[Submit, Abort, ControlCall, Ready, Step, ControlReply, Heartbeat, Fatal]  # noqa: UP007
-MESSAGES: tuple[type, ...] = (
+MESSAGES: tuple[type[WireStruct], ...] = (
     Submit,
     Abort,
     ControlCall,

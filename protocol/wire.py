@@ -16,4 +16,4 @@ class WireEnum(str, Enum):
     """A string enum: equal to its value, printed as it, on the wire as it."""
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)

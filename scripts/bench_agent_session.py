@@ -55,7 +55,7 @@ from scripts.bench_sides import (
     side_env,
     vllm_mlx,
 )
-from scripts.checkpoints import ensure_checkpoint
+from worker.tiny_models import ensure_checkpoint
 
 VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared", "claude_code")
 ANTHROPIC_SIDES = ("ours", "vllm-mlx")  # the sides with a Messages API

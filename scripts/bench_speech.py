@@ -1,6 +1,8 @@
-"""Speech out: time to first audio and real-time factor, through a server vs direct mlx-audio.
+"""Speech out: time to first audio and real-time factor, through a server vs direct mlx-audio
+(and, for Kokoro, vs onnxruntime on the int8 ONNX export it was converted from).
 
     python -m scripts.bench_speech --model TTS_DIR --url http://127.0.0.1:8000 [--runs 5]
+        [--onnx kokoro-v1.0.int8.onnx]
 
 The server (`vllm-omni-mlx serve TTS_DIR --omni`, already running at --url) is asked for a
 streamed PCM response; direct runs call the same `model.generate(**kwargs)` the worker's engine
@@ -12,6 +14,12 @@ wall time / seconds of audio (below 1: faster than real time).
 
 Compare like with like: give this process the BLAS the worker has (the worker preloads
 OpenBLAS on Linux unless started with `--blas bundled`; start this with the same LD_PRELOAD).
+
+Kokoro's direct runs are the worker's own path (worker/speech/kokoro_speaker.py: its text front
+end, mlx-audio's model per chunk, the fast CPU operations). `--onnx` adds onnxruntime (the
+peer a Kokoro user would otherwise run: kokoro-onnx) on the same phoneme chunks, voice pack
+and speed, with its default threads; `python -m tests.support.kokoro_onnx` fetches the export
+Kokoro-82M was converted from and prints its path.
 """
 
 from __future__ import annotations
@@ -49,11 +57,37 @@ def direct_run(engine, seed: int, text: str, voice: str | None) -> Run:
     mx.random.seed(seed)
     started = time.perf_counter()
     first, samples = None, 0
-    for result in engine.model.generate(**kwargs):
+    for result in engine.family.generate(engine.model, kwargs):
         mx.eval(result.audio)
         if first is None and result.audio.size:
             first = time.perf_counter() - started
         samples += result.audio.size
+    total = time.perf_counter() - started
+    return Run(first or total, total, samples / engine.sample_rate)
+
+
+def onnx_run(session, engine, text: str, voice: str | None) -> Run:
+    """onnxruntime on the phoneme chunks the worker's Kokoro speaks (its first audio: the
+    first chunk's)."""
+    import numpy as np
+
+    speaker = engine.model.vomlx_speaker
+    voice = voice or speaker.default_voice
+    pack = np.asarray(speaker.pack(voice))
+    vocab = engine.model.vocab
+    started = time.perf_counter()
+    first, samples = None, 0
+    for phonemes in speaker.phoneme_chunks(text, speaker.language_for(voice, None)):
+        ids = [vocab[p] for p in phonemes if p in vocab]
+        feeds = {
+            "tokens": np.array([[0, *ids, 0]], np.int64),
+            "style": pack[len(phonemes) - 1].reshape(1, -1).astype(np.float32),
+            "speed": np.array([1.0], np.float32),
+        }
+        audio = session.run(None, feeds)[0]
+        if first is None:
+            first = time.perf_counter() - started
+        samples += audio.size
     total = time.perf_counter() - started
     return Run(first or total, total, samples / engine.sample_rate)
 
@@ -90,6 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--voice", default=None)
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON too")
+    parser.add_argument("--onnx", default=None, help="Kokoro: its int8 ONNX export (onnxruntime)")
+    parser.add_argument(
+        "--stock",
+        action="store_true",
+        help="Kokoro: also one direct run with mlx-audio's own decoder (the worker's faster CPU "
+        "forms, worker/speech/kokoro_fast.py, taken out)",
+    )
     args = parser.parse_args(argv)
 
     from worker.speech.engine import load_tts_engine
@@ -101,10 +142,18 @@ def main(argv: list[str] | None = None) -> None:
     # One untimed run each: compile caches, first-call allocations, the connection.
     direct_run(engine, 0, args.text, args.voice)
     server_run(client, model, 0, args.text, args.voice, rate)
-    server, direct = [], []
+    session = None
+    if args.onnx:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
+        onnx_run(session, engine, args.text, args.voice)
+    server, direct, onnx = [], [], []
     for seed in range(1, args.runs + 1):
         server.append(server_run(client, model, seed, args.text, args.voice, rate))
         direct.append(direct_run(engine, seed, args.text, args.voice))
+        if session is not None:
+            onnx.append(onnx_run(session, engine, args.text, args.voice))
 
     ttfa_s, ttfa_d = median(server, "first_audio"), median(direct, "first_audio")
     rtf_s, rtf_d = median(server, "rtf"), median(direct, "rtf")
@@ -120,10 +169,31 @@ def main(argv: list[str] | None = None) -> None:
         f"| audio per request | {median(direct, 'audio_seconds'):.2f} s | "
         f"{median(server, 'audio_seconds'):.2f} s | | |"
     )
-    if args.json:
+    if onnx:
+        ttfa_o, rtf_o = median(onnx, "first_audio"), median(onnx, "rtf")
+        print()
+        print("| | onnxruntime (int8 ONNX) | direct | server | server / onnxruntime |")
+        print("| --- | --- | --- | --- | --- |")
         print(
-            json.dumps({"server": [vars(r) for r in server], "direct": [vars(r) for r in direct]})
+            f"| time to first audio | {ttfa_o * 1000:.0f} ms | {ttfa_d * 1000:.0f} ms "
+            f"| {ttfa_s * 1000:.0f} ms | {ttfa_s / ttfa_o:.2f} |"
         )
+        print(
+            f"| real-time factor | {rtf_o:.3f} | {rtf_d:.3f} | {rtf_s:.3f} | {rtf_s / rtf_o:.2f} |"
+        )
+    if args.stock:
+        from worker.speech import kokoro_fast
+
+        kokoro_fast.uninstall()
+        stock = direct_run(engine, 1, args.text, args.voice)
+        kokoro_fast.install()
+        print()
+        print("| | stock mlx-audio decoder (1 run) | direct | stock / direct |")
+        print("| --- | --- | --- | --- |")
+        print(f"| real-time factor | {stock.rtf:.3f} | {rtf_d:.3f} | {stock.rtf / rtf_d:.1f} |")
+    if args.json:
+        runs = {"server": server, "direct": direct, "onnxruntime": onnx}
+        print(json.dumps({name: [vars(r) for r in found] for name, found in runs.items()}))
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
     python -m scripts.bench_speech_interleave [--rounds 7] [--tts-size long] [--blas auto]
         [--shape one-worker | pool]
 
-Starts the real server (`vllm-omni-mlx serve QWEN3 --tts-model TTS`: the tiny random-weight
+Starts the real server (`vllm-omni-mlx serve QWEN3 --speech-model TTS`: the tiny random-weight
 qwen3 chat checkpoint with the tiny Qwen3-TTS CustomVoice next to it, both built by
-scripts/checkpoints/ on first use), then times a 16-token greedy chat completion (non-streamed,
+worker/tiny_models/ on first use), then times a 16-token greedy chat completion (non-streamed,
 one kept-alive client):
 - alone: the median of `--rounds` requests with nothing else running;
 - during speech: `--rounds` times, a streamed PCM speech request is started; once its first
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import httpx
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import ServerProcess
+from worker.tiny_models import ensure_checkpoint
 
 CHAT_TOKENS = 16
 SPEECH_TEXT = "The quick brown fox jumps over the lazy dog. It was a bright cold day in April."
@@ -118,21 +118,21 @@ def main(argv: list[str] | None = None) -> None:
         models = tmp / "models.yaml"
         models.write_text(
             f"models:\n  - {{id: {chat_path.name}, path: {chat_path}, preload: true}}\n"
-            f"  - {{id: {tts_path.name}, path: {tts_path}, kind: tts, preload: true}}\n"
+            f"  - {{id: {tts_path.name}, path: {tts_path}, kind: speech, preload: true}}\n"
         )
         serve = ["--models", str(models), "--blas", args.blas]
     else:
-        serve = [str(chat_path), "--tts-model", str(tts_path), "--blas", args.blas]
+        serve = [str(chat_path), "--speech-model", str(tts_path), "--blas", args.blas]
     server = ServerProcess(serve, tmp / "server.log", api_key=None)
     try:
         server.wait_healthy()
         client = httpx.Client(base_url=server.url, timeout=600)
-        chat_model, tts_model = chat_path.name, tts_path.name
-        rate = client.get("/v1/audio/voices", params={"model": tts_model}).json()["sample_rate"]
+        chat_model, speech_model = chat_path.name, tts_path.name
+        rate = client.get("/v1/audio/voices", params={"model": speech_model}).json()["sample_rate"]
 
         for _ in range(3):  # untimed: first-call compilation, allocations, the connection
             chat(client, chat_model)
-        warm = Speech(server.url, tts_model, args.voice)
+        warm = Speech(server.url, speech_model, args.voice)
         warm.start()
         warm.first_audio.wait(120)
         warm.stop.set()
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
 
         during, rates_alone, rates_chat = [], [], []
         for _ in range(args.rounds):
-            speech = Speech(server.url, tts_model, args.voice)
+            speech = Speech(server.url, speech_model, args.voice)
             speech.start()
             if not speech.first_audio.wait(120) or speech.error is not None:
                 raise SystemExit(f"speech request failed: {speech.error!r}")

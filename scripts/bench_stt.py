@@ -3,7 +3,7 @@
     python -m scripts.bench_stt --model WHISPER_DIR --url http://127.0.0.1:8000 \\
         --audio speech.wav [--language en] [--runs 5]
 
-The server (`vllm-omni-mlx serve WHISPER_DIR`, or any model with `--asr-model WHISPER_DIR`,
+The server (`vllm-omni-mlx serve WHISPER_DIR`, or any model with `--transcription-model WHISPER_DIR`,
 already running at --url) gets the file as an OpenAI transcription upload (json response);
 direct runs call `mlx_audio.stt.load(WHISPER_DIR).generate(FILE, language=...)` in this
 process, which is what the worker's engine computes, window by window. Runs alternate server /

@@ -36,7 +36,7 @@ import numpy as np
 from PIL import Image
 
 from scripts.bench_sides import ServerSide, free_port, ours, side_env
-from scripts.checkpoints import ensure_checkpoint
+from worker.tiny_models import ensure_checkpoint
 
 SERVERS = {
     "none": ["--vision-cache-entries", "0", "--prefix-cache-bytes", "0"],

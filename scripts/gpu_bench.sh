@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU comparison of issue 18 (docs/benchmarks.md, "On a GPU"): ours vs direct mlx-lm vs
 # mlx_lm.server on MLX's CUDA build: a single stream, 8 and 32 streams, and an agent session,
-# at real model sizes (scripts/checkpoints/real_size.py: random bfloat16 weights of Llama
+# at real model sizes (worker/tiny_models/real_size.py: random bfloat16 weights of Llama
 # 3.2 1B and Llama 3.1 8B, made on the GPU), with decode tok/s against the memory-bandwidth
 # bound (scripts/bandwidth_bound.py). Budget: under 10 minutes on one H200.
 #
@@ -34,7 +34,7 @@ python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_devic
 step() { echo; echo "== $* ($(date +%T))"; }
 for size in 1b 8b; do
   step "checkpoint $size"
-  ckpt=$(python3 -m scripts.checkpoints.real_size "$size")
+  ckpt=$(python3 -m worker.tiny_models.real_size "$size")
   step "$size: single stream and 8 streams"
   timeout 150 python3 -m scripts.bench_compare --model "$ckpt" --blas bundled \
     --sides ours,mlx_lm.server,direct --scenarios single,batch --batch 8 --rounds 2 \
@@ -48,6 +48,6 @@ for size in 1b 8b; do
     "$OUT/compare-$size-8.json" --bandwidth-gbs 4800
 done
 step "agent session (1b, 25K-token prompt, 10 turns)"
-timeout 150 python3 -m scripts.bench_agent_session --model "$(python3 -m scripts.checkpoints.real_size 1b)" \
+timeout 150 python3 -m scripts.bench_agent_session --model "$(python3 -m worker.tiny_models.real_size 1b)" \
   --blas bundled --sides ours,mlx_lm.server,direct --variants append \
   --json "$OUT/agent-1b.json" || echo "(agent session: cut off)"

@@ -10,7 +10,7 @@ above -40 dBFS (pauses between words count as speech). For each detector and con
 
 - frames: the share of speech frames detected (recall) and of silence frames wrongly called
   speech (false alarms), at each detector's native frame (Silero 32 ms, WebRTC 30 ms);
-- turns: OpenAI's server_vad rule (gateway/realtime/vad.TurnRule, threshold 0.5, 500 ms of
+- turns: OpenAI's server_vad rule (gateway/api/realtime/vad.TurnRule, threshold 0.5, 500 ms of
   silence ends a turn) over the decisions: turns found against sentences, and the delay from
   a sentence's true start to the window that starts its turn;
 - cost: CPU microseconds per second of audio.
@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.realtime.vad import (  # noqa: E402
+from gateway.api.realtime.vad import (  # noqa: E402
     WINDOW,
     SpeechProbability,
     TurnRule,

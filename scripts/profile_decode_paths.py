@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     args = p.parse_args()
     if args.model is None:
-        from scripts.checkpoints import ensure_checkpoint
+        from worker.tiny_models import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size="20m"))
     model, tokenizer = load(args.model)

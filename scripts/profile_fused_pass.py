@@ -104,7 +104,7 @@ def main() -> None:
     args = p.parse_args()
     path = args.model
     if path is None:
-        from scripts.checkpoints import ensure_checkpoint
+        from worker.tiny_models import ensure_checkpoint
 
         path = str(ensure_checkpoint("qwen3", args.size))
     model = load_text_model(path).model

@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from bench.report import table
-from bench.runner import BenchConfig, run_bench
+from gateway.cli.bench.report import table
+from gateway.cli.bench.runner import BenchConfig, run_bench
 from scripts.bench_sides import TICKS, cpu_seconds, free_port, ours, side_env
 
 
@@ -82,7 +82,7 @@ def main() -> None:
     p.add_argument("--out", default="/tmp/profile-server")
     args = p.parse_args()
     if args.model is None:
-        from scripts.checkpoints import ensure_checkpoint
+        from worker.tiny_models import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size="20m"))
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))

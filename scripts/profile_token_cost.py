@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.client import first_model_id, request_body, stream_request
+from gateway.cli.bench.client import first_model_id, request_body, stream_request
 from scripts.bench_sides import DirectSide, cpu_seconds, free_port, ours, side_env
 
 MESSAGES = [{"role": "user", "content": "Tell me a long story."}]
@@ -71,13 +71,13 @@ def _direct(direct: DirectSide, tokens: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", help="checkpoint directory [default: the qwen3 of --size]")
-    p.add_argument("--size", default="tiny", help="scripts.checkpoints size [default: tiny]")
+    p.add_argument("--size", default="tiny", help="worker.tiny_models size [default: tiny]")
     p.add_argument("--tokens", type=int, default=1000, help="tokens per measurement")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--blas", choices=["openblas", "bundled"], default="openblas")
     args = p.parse_args()
     if args.model is None:
-        from scripts.checkpoints import ensure_checkpoint
+        from worker.tiny_models import ensure_checkpoint
 
         args.model = str(ensure_checkpoint("qwen3", size=args.size))
     env = side_env(args.blas)

@@ -44,7 +44,7 @@ NO_MEASURE = (
 
 def default_model() -> str:
     """The tiny random-weight qwen3 the end-to-end tests serve (built once, cached)."""
-    from scripts.checkpoints import ensure_checkpoint
+    from worker.tiny_models import ensure_checkpoint
 
     return str(ensure_checkpoint("qwen3"))
 

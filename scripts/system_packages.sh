@@ -8,6 +8,7 @@
 #   sox                   joins and resamples that speech (the realtime and VAD tests)
 #   nodejs, npm           the client tier's Node clients (Claude Code, Codex CLI, the SDKs)
 #   chromium, chromium-driver  headless Chromium for the web playground's tests (tests/browser/)
+# SYSTEM_PACKAGES=0 (`make test SYSTEM_PACKAGES=0`) only says what is missing: no apt-get.
 set -uo pipefail
 [ "$(uname -s)" = Linux ] || exit 0
 missing=()
@@ -18,7 +19,10 @@ command -v sox >/dev/null || missing+=(sox)
 command -v npm >/dev/null || missing+=(nodejs npm)
 { command -v chromium && command -v chromedriver; } >/dev/null || missing+=(chromium chromium-driver)
 [ "${#missing[@]}" -eq 0 ] && exit 0
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+if [ "${SYSTEM_PACKAGES:-1}" = 0 ]; then
+  echo "not installed: ${missing[*]} (SYSTEM_PACKAGES=0: not installing); the tests that need them skip" >&2
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing system packages with apt-get: ${missing[*]} (SYSTEM_PACKAGES=0 skips this)" >&2
   { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
     || echo "could not install ${missing[*]}: the tests that need them skip" >&2
 else

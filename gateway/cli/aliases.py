@@ -1,7 +1,7 @@
 """`serve --model-alias PATTERN` and `--voice-alias NAME=VOICE`: other names clients may send.
 
 `--model-alias` (repeatable) is an fnmatch glob (`claude-*`, `gpt-4o*`, `*`): a request whose
-`model` matches reaches the main model (gateway/engine/served_models.py). `--voice-alias`
+`model` matches reaches the main model (gateway/workers/served_models.py). `--voice-alias`
 (repeatable) maps a voice name to one of the TTS model's presets, over the default table of
 OpenAI's voice names (gateway/audio/speech/voice_aliases.py). Their syntax is checked here;
 whether VOICE is one of the model's voices is known only once the worker is ready, so a wrong

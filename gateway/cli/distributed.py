@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from launch.parallel_modes import PARALLEL_MODES
+from protocol.launch.parallel_modes import PARALLEL_MODES
 
 BACKENDS = ("ring", "jaccl", "jaccl-ring", "mpi", "nccl")
 # Flags a distributed worker refuses: the group serves one mlx-lm text model and nothing next
 # to it (every rank would load the other models too, and their work is not in lockstep).
 REFUSED = {
-    "tts_model": "--tts-model",
-    "asr_model": "--asr-model",
+    "speech_model": "--speech-model",
+    "transcription_model": "--transcription-model",
     "embedding_model": "--embedding-model",
     "rerank_model": "--rerank-model",
     "draft_model": "--draft-model",
@@ -70,6 +70,11 @@ def distributed_config(options: dict[str, Any]) -> dict[str, Any]:
     for name, flag in REFUSED.items():
         if options.get(name):
             raise click.UsageError(f"{flag} does not go with a distributed model")
+    if options.get("speculative") not in (None, "none"):
+        raise click.UsageError(
+            f"--speculative {options['speculative']} does not go with a distributed model "
+            "(its ranks would have to verify proposals in lockstep)"
+        )
     if options.get("omni") or options.get("backend") == "omni":
         raise click.UsageError("a distributed model is an mlx-lm text model (not --omni)")
     if hostfile is not None:

@@ -16,11 +16,11 @@ from typing import Any
 import click
 
 from gateway.cli.model_source import resolved_models
-from gateway.cli.serve_options import config_flags
+from gateway.cli.serve_options import Flag, config_flags
 
 
 def embedding_options(command: Any) -> Any:
-    options = [
+    options: list[Flag] = [
         ("--embedding-model", None, "Embedding checkpoint served next to MODEL (/v1/embeddings)."),
         ("--rerank-model", None, "Reranker served next to MODEL (/v1/rerank, /v1/score)."),
         ("--max-embedding-inputs", click.IntRange(min=1), "Inputs of one embeddings request."),

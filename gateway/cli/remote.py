@@ -18,16 +18,16 @@ from typing import Any
 import click
 
 from gateway.cli.embeddings import embedding_config, embedding_options
-from gateway.cli.main import main
 from gateway.cli.model_source import resolve
 from gateway.cli.serve_options import DEFAULTS, LOG_LEVELS, generation_config, generation_options
 from gateway.config import ServerConfig
-from launch import curve_keys
 from protocol.endpoints import BadAddress, parse_tcp
+from protocol.launch import curve_keys
+from protocol.launch.python import python_module
 from protocol.log_format import LOG_FORMATS
 
 
-@main.command("worker")
+@click.command("worker")
 @click.argument("model")
 @click.option("--listen", required=True, help="tcp://HOST:PORT to bind (PORT + 1 too).")
 @click.option(
@@ -70,7 +70,7 @@ def worker_command(model: str, **options: Any) -> None:
     """Serve MODEL to a gateway on another host: a supervised worker behind tcp://HOST:PORT.
 
     The gateway lists it in its models file as `remote: tcp://HOST:PORT`."""
-    from gateway.engine.worker_process import worker_arguments, worker_env
+    from gateway.workers.worker_process import worker_arguments, worker_env
 
     listen, keys, insecure = options["listen"], options["keys"], options["insecure"]
     try:
@@ -102,7 +102,7 @@ def worker_command(model: str, **options: Any) -> None:
         **embedding_config(options),
         **generation_config(options),
     )
-    argv = [sys.executable, "-m", "worker.host", "--listen", listen]
+    argv = [*python_module("worker.host"), "--listen", listen]
     argv += ["--keys", os.path.abspath(keys)] if keys else ["--insecure"]
     argv += ["--restart-backoff-max", str(options["restart_backoff_max"])]
     argv += ["--log-level", config.log_level, "--log-format", config.log_format]
@@ -112,7 +112,7 @@ def worker_command(model: str, **options: Any) -> None:
     os.execve(sys.executable, argv, worker_env(path, config))
 
 
-@main.command("keys")
+@click.command("keys")
 @click.argument("directory", type=click.Path(file_okay=False))
 def keys_command(directory: str) -> None:
     """Make the CURVE key pairs of a gateway and a worker host in DIRECTORY.

@@ -14,22 +14,25 @@ from gateway.config import ServerConfig
 DEFAULTS = ServerConfig(model="", served_model_name="")
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
-Flag = tuple[str, Any, str]  # (--flag-name, click type or None, help): ServerConfig.flag_name
+# (--flag-name, or it and its older aliases; click type or None; help): ServerConfig.flag_name
+Flag = tuple[str | tuple[str, ...], Any, str]
 
 
 def config_flags(command: Any, flags: list[Flag]) -> Any:
-    """`command` with a click option per flag, defaulting to ServerConfig's value."""
+    """`command` with a click option per flag (a name, or the name and its older aliases),
+    defaulting to ServerConfig's value."""
     for flag, kind, help_text in reversed(flags):
-        default = getattr(DEFAULTS, flag[2:].replace("-", "_"))
+        names = (flag,) if isinstance(flag, str) else flag
+        default = getattr(DEFAULTS, names[0][2:].replace("-", "_"))
         default = str(default) if isinstance(kind, click.Choice) and default else default
-        option = click.option(flag, type=kind, default=default, show_default=True, help=help_text)
+        option = click.option(*names, type=kind, default=default, show_default=True, help=help_text)
         command = option(command)
     return command
 
 
 def generation_options(command: Any) -> Any:
     """The worker's generation flags (ServerConfig fields of the same names)."""
-    options = [
+    options: list[Flag] = [
         ("--prefill-step-size", click.IntRange(min=1), "Prompt tokens per prefill chunk."),
         (
             "--prefill-interleave",
@@ -38,7 +41,19 @@ def generation_options(command: Any) -> Any:
             "[default: 0.7; 0: whole chunks].",
         ),
         ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
-        ("--num-draft-tokens", click.IntRange(min=1), "Draft tokens per verification step."),
+        (
+            "--num-draft-tokens",
+            click.IntRange(min=1, max=16),
+            "Tokens a sequence may propose per verification step (speculative decoding).",
+        ),
+        (
+            "--speculative",
+            click.Choice(["none", "ngram", "draft", "auto"]),
+            "Speculative decoding with continuous batching: ngram (prompt lookup), draft "
+            "(--draft-model), auto (either), none.",
+        ),
+        ("--prompt-lookup-min", click.IntRange(min=1, max=8), "ngram: shortest n-gram matched."),
+        ("--prompt-lookup-max", click.IntRange(min=1, max=8), "ngram: longest n-gram matched."),
         ("--kv-bits", click.Choice(["2", "3", "4", "5", "6", "8"]), "Quantize the KV cache."),
         ("--kv-group-size", click.Choice(["32", "64", "128"]), "KV quantization group size."),
         ("--quantized-kv-start", click.IntRange(min=0), "Quantize the KV cache past this."),
@@ -49,8 +64,16 @@ def generation_options(command: Any) -> Any:
         ("--ssd-cache-dir", click.Path(file_okay=False), "Also keep prefix caches here."),
         ("--ssd-cache-max-gb", click.FloatRange(min=0), "Size cap of --ssd-cache-dir."),
         ("--warm-prompts", click.Path(exists=True, dir_okay=False), "JSONL prompts to cache."),
-        ("--tts-model", None, "TTS checkpoint served next to MODEL (speech out)."),
-        ("--asr-model", None, "Speech-recognition checkpoint served next to MODEL (speech in)."),
+        (
+            ("--speech-model", "--tts-model"),
+            None,
+            "Speech model (text to speech) served next to MODEL.",
+        ),
+        (
+            ("--transcription-model", "--asr-model"),
+            None,
+            "Transcription model (speech to text) served next to MODEL.",
+        ),
         ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
         ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
         ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
@@ -61,7 +84,7 @@ def generation_options(command: Any) -> Any:
 
 def media_options(command: Any) -> Any:
     """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
-    options = [
+    options: list[Flag] = [
         (
             "--allowed-local-media-path",
             click.Path(exists=True, file_okay=False),
@@ -87,13 +110,14 @@ def media_config(options: dict[str, Any]) -> dict[str, Any]:
 
 def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     """ServerConfig fields from the generation flags (the draft model resolved like MODEL)."""
-    from launch.blas import BlasUnavailable, blas_environment
-    from launch.warm_prompts import WarmPromptsError, load_warm_prompts
+    from protocol.launch.blas import BlasUnavailable, blas_environment
+    from protocol.launch.warm_prompts import WarmPromptsError, load_warm_prompts
 
     fields = {
         name: options[name]
         for name in (
-            "prefill_step_size", "prefill_interleave", "num_draft_tokens", "quantized_kv_start", "max_kv_size",
+            "prefill_step_size", "prefill_interleave", "num_draft_tokens", "speculative",
+            "prompt_lookup_min", "prompt_lookup_max", "quantized_kv_start", "max_kv_size",
             "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
             "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
             "talker_max_frames",
@@ -101,7 +125,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
     fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
     fields["kv_group_size"] = int(options["kv_group_size"])
-    fields.update(resolved_models(options, ("draft_model", "tts_model", "asr_model")))
+    fields.update(resolved_models(options, ("draft_model", "speech_model", "transcription_model")))
     try:
         blas_environment(options["blas"], {})
         if options["warm_prompts"]:

@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 
 from gateway.audio.speech.encoding import FORMATS, encode, unsupported_reason
+from gateway.cli.oneshot import blas_option, oneshot_model, subprocess_env
+from protocol.launch.python import python_module
 
 SUFFIX_FORMATS = {
     ".wav": "wav",
@@ -36,9 +38,7 @@ def format_for(out: str, fmt: str | None) -> str:
 
 def oneshot_command(model: str, text: str, pcm_out: str, **options: object) -> list[str]:
     argv = [
-        sys.executable,
-        "-m",
-        "worker.oneshot.synthesize",
+        *python_module("worker.oneshot.synthesize"),
         "--model",
         model,
         "--text",
@@ -52,7 +52,11 @@ def oneshot_command(model: str, text: str, pcm_out: str, **options: object) -> l
 
 
 @click.command()
-@click.option("--model", required=True, help="TTS checkpoint: a directory or a hub repo id.")
+@click.option(
+    "--model",
+    required=True,
+    help="Speech model: tts-1 (the embedded default's), a directory or a hub repo id.",
+)
 @click.option("--text", required=True, help="The text to speak ('-': read standard input).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output file.")
 @click.option("--voice", help="A preset voice of the model.")
@@ -68,20 +72,18 @@ def oneshot_command(model: str, text: str, pcm_out: str, **options: object) -> l
     help="Audio format [default: from --out's suffix, else wav].",
 )
 @click.option("--seed", type=int, help="Same seed, same audio.")
-def tts(model: str, text: str, out: str, fmt: str | None, **options: object) -> None:
+@blas_option
+def tts(model: str, text: str, out: str, fmt: str | None, blas: str, **options: object) -> None:
     """Speak TEXT with a TTS model into an audio file (no server)."""
-    from gateway.engine.model_resolver import ModelDownloadFailed, ModelNotFound, resolve_model
+    from gateway.workers.served_models import SPEECH
 
     fmt = format_for(out, fmt)
     if text == "-":
         text = sys.stdin.read()
-    try:
-        path = resolve_model(model).path
-    except (ModelNotFound, ModelDownloadFailed) as exc:
-        raise click.ClickException(str(exc)) from exc
+    path = oneshot_model(model, SPEECH)
     with tempfile.NamedTemporaryFile(suffix=".pcm") as pcm_file:
         argv = oneshot_command(path, text, pcm_file.name, **options)
-        done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+        done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=subprocess_env(blas))
         if done.returncode != 0:  # the worker said why on stderr
             raise click.exceptions.Exit(done.returncode)
         lines = [line for line in done.stdout.splitlines() if line.strip()]

@@ -10,12 +10,25 @@ from typing import Any
 
 import click
 
-from gateway.cli.model_source import resolve
+from gateway.cli.oneshot import (
+    blas_option,
+    dtype_option,
+    effective_dtype,
+    oneshot_model,
+    subprocess_env,
+)
+from gateway.workers.served_models import TRANSCRIPTION
+from protocol.launch.python import python_module
 
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--model", required=True, help="Speech-recognition model: directory or hub id.")
+@click.option(
+    "--model",
+    required=True,
+    help="Speech-recognition model: whisper-1 (the embedded default's), a name of "
+    "`models list`, a directory or a hub id.",
+)
 @click.option("--language", help="ISO-639-1 code of the speech [default: detect].")
 @click.option("--prompt", help="Context / initial prompt.")
 @click.option("--temperature", type=click.FloatRange(0, 1), help="[default: fallback ladder]")
@@ -25,6 +38,8 @@ from gateway.cli.model_source import resolve
 )
 @click.option("--word-timestamps", is_flag=True, help="Words in verbose_json.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write here [default: stdout].")
+@dtype_option
+@blas_option
 def transcribe(file: str, model: str, **options: Any) -> None:
     """Transcribe (or translate) FILE with a speech-recognition MODEL, no server needed."""
     from gateway.audio.transcription.formats import Transcript, render
@@ -34,13 +49,15 @@ def transcribe(file: str, model: str, **options: Any) -> None:
     # The work runs in a worker subprocess: this process, like the gateway, never imports MLX.
     # It answers with its deltas as one protocol Step, rendered here as the server would.
     fmt, words, out = options.pop("format"), options["word_timestamps"], options.pop("out")
-    argv = [sys.executable, "-m", "worker.oneshot.transcribe", file]
-    argv += ["--model", resolve(model)[0]]
+    env = subprocess_env(options.pop("blas"))
+    options["dtype"] = effective_dtype(options["dtype"])
+    argv = [*python_module("worker.oneshot.transcribe"), file]
+    argv += ["--model", oneshot_model(model, TRANSCRIPTION)]
     for name, value in options.items():
         if value not in (None, False):
             flag = "--" + name.replace("_", "-")
             argv += [flag] if value is True else [flag, str(value)]
-    done = subprocess.run(argv, stdout=subprocess.PIPE)
+    done = subprocess.run(argv, stdout=subprocess.PIPE, env=env)
     if done.returncode != 0:
         sys.exit(done.returncode)  # the worker said why on stderr
     step = decode(done.stdout)

@@ -2,6 +2,13 @@
 static files (`/playground/...`) and the API docs page (`/docs`, `/docs/assets/...`), as pure
 ASGI middleware. /openapi.json itself needs the key (the docs page asks for it).
 
+The admin routes that change what the server runs (`/v1/admin/models/load|unload|pin`) take
+the admin key (`--admin-key`), not the API key: a user of the API cannot swap the model, drain
+the worker or probe the host's directories. A server with an API key and no admin key has
+those routes closed (403, saying how to open them); one with neither key is open throughout
+(a local server, as on 127.0.0.1 by default). The admin key also opens every other route.
+`/v1/admin/stats` (counters only; the playground's status tab reads them) takes either key.
+
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
 the comparison is constant-time. WebSockets too, and since a browser cannot set their headers,
@@ -15,7 +22,7 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.http.errors import AUTHENTICATION, APIError
+from gateway.http.errors import AUTHENTICATION, PERMISSION, APIError
 
 # The base URL (clients probe it keyless), and the docs page (gateway/openapi/docs_page.py;
 # "/docs/" redirects to it), which shows nothing of the server until it has fetched
@@ -54,10 +61,15 @@ def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
     return keys
 
 
+# The routes that change what the server runs: the admin key's alone.
+ADMIN_PREFIX = "/v1/admin/models/"
+
+
 class APIKeyMiddleware:
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+    def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None = None) -> None:
         self.app = app
         self.api_key = api_key.encode() if api_key else None
+        self.admin_key = admin_key.encode() if admin_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and self.api_key is not None:
@@ -65,24 +77,53 @@ class APIKeyMiddleware:
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close", "code": 1008})
                 return
-        if (
-            self.api_key is None
-            or scope["type"] != "http"
-            or scope["path"] in OPEN_PATHS
-            or scope["path"].startswith(OPEN_PREFIXES)
-            or self._authorized(scope)
-        ):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        error = APIError(
-            401,
-            "Invalid or missing API key (send `Authorization: Bearer KEY` or `x-api-key: KEY`)",
-            type=AUTHENTICATION,
-            code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
+        path = scope["path"]
+        if path.startswith(ADMIN_PREFIX):
+            error = self._admin_error(scope)
+        elif (
+            self.api_key is None
+            or path in OPEN_PATHS
+            or path.startswith(OPEN_PREFIXES)
+            or self._authorized(scope)
+        ):
+            error = None
+        else:
+            error = _missing_key("API key")
+        if error is None:
+            await self.app(scope, receive, send)
+        else:
+            await error.response(path)(scope, receive, send)
+
+    def _admin_error(self, scope: Scope) -> APIError | None:
+        if self.admin_key is not None:
+            if has_key(scope["headers"], self.admin_key):
+                return None
+            return _missing_key("admin key (--admin-key)")
+        if self.api_key is None:
+            return None  # no keys at all: an open, local server
+        return APIError(
+            403,
+            "The admin routes are closed on this server: start it with --admin-key KEY (or "
+            "ADMIN_KEY=KEY make serve) and send that key; the API key does not open them",
+            type=PERMISSION,
+            code="admin_key_required",
         )
-        await error.response(scope["path"])(scope, receive, send)
 
     def _authorized(self, scope: Scope) -> bool:
         assert self.api_key is not None
-        return has_key(scope["headers"], self.api_key)
+        return has_key(scope["headers"], self.api_key) or (
+            self.admin_key is not None and has_key(scope["headers"], self.admin_key)
+        )
+
+
+def _missing_key(which: str) -> APIError:
+    return APIError(
+        401,
+        f"Invalid or missing {which} (send `Authorization: Bearer KEY` or `x-api-key: KEY`)",
+        type=AUTHENTICATION,
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

@@ -23,13 +23,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.http.disconnect import ClientDisconnected
 from gateway.http.request_id import HEADER, REQUEST_ID, request_id_of
+from gateway.workers.errors import EngineUnavailable, QueueFull
 from protocol.messages import Delta, ErrorCode, ErrorInfo, FinishReason
 
 INVALID_REQUEST = "invalid_request_error"
 AUTHENTICATION = "authentication_error"
+PERMISSION = "permission_error"
 SERVER_ERROR = "server_error"
 
 
@@ -153,12 +154,27 @@ _STATUS_BY_CODE = {
 }
 
 
+# A worker that died comes back by itself (a restart takes a few seconds): retry after this.
+WORKER_DIED_RETRY_AFTER = 2
+
+
 def worker_error(info: ErrorInfo | None) -> APIError:
-    """The error a terminal `finish_reason="error"` delta stands for."""
+    """The error a terminal `finish_reason="error"` delta stands for. A request whose worker
+    died before it was answered is a 503 with Retry-After: nothing reached the client, so it is
+    safe to send again, and the supervisor is already starting a new worker."""
     if info is None:
         return APIError(500, "The worker failed this request", type=SERVER_ERROR, code="internal")
     if info.code == ErrorCode.CONTEXT_LENGTH:
         return context_length(info)
+    if info.code == ErrorCode.WORKER_DIED:
+        return APIError(
+            503,
+            f"The worker serving this request went away ({info.message}); it is being "
+            "restarted: send the request again",
+            type=SERVER_ERROR,
+            code=info.code,
+            headers={"Retry-After": str(WORKER_DIED_RETRY_AFTER)},
+        )
     status = _STATUS_BY_CODE.get(info.code, 500)
     return APIError(
         status,

@@ -75,9 +75,12 @@ async def read_form(request: Request, limit: int) -> Form:
             code="invalid_content_type",
         )
     if formparsers.multipart is None:
+        # Not implemented here (501), and the same for every retry: the operator installs it.
         raise APIError(
-            500,
-            "Audio uploads need python-multipart on the server: pip install 'vllm-omni-mlx[audio]'",
+            501,
+            "Audio uploads need python-multipart, which this server does not have: its "
+            "operator installs the `audio` extra (pip install 'vllm-omni-mlx[audio]', or "
+            "`make serve` in a checkout)",
             type=SERVER_ERROR,
             code="missing_dependency",
         )

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+from gateway.request_context import REQUEST_ID
+
 HEADER = b"x-request-id"
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 
@@ -28,7 +28,8 @@ def new_request_id() -> str:
 
 
 def request_id_of(scope: Scope) -> str | None:
-    return scope.get("state", {}).get("request_id")
+    found = scope.get("state", {}).get("request_id")
+    return found if isinstance(found, str) else None
 
 
 class RequestIdMiddleware:

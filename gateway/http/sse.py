@@ -1,6 +1,6 @@
 """Server-sent-event framing and the interface every API's stream encoder implements.
 
-A generation stream (gateway/chat/generation.py over gateway/http/streaming.py) drives a
+A generation stream (gateway/generation/lifecycle.py over gateway/http/streaming.py) drives a
 `StreamEncoder`: it hands it each choice's output as it arrives (one merged delta per choice
 and engine batch) and the ends, and writes the bytes it returns, one HTTP write per engine
 batch. The encoders live with their API: OpenAI chunks in `openai_chunks`, Anthropic events in

@@ -35,11 +35,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.engine.protocol import EngineClient
 from gateway.http import errors
 from gateway.http.disconnect import ClientDisconnected, DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.sse import SSE_HEADERS
+from gateway.workers.protocol import EngineClient
 from protocol.inputs import Inputs
 from protocol.messages import Delta
 

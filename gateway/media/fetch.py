@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import ssl
 from collections.abc import Iterable
@@ -24,6 +25,8 @@ import httpcore
 
 from gateway.media.addresses import AddressPolicy, address_problem, hostname_problem
 from gateway.media.problems import FETCH_FAILED, REFUSED_ADDRESS, TOO_LARGE, MediaRejected
+
+log = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -87,16 +90,34 @@ class VettingBackend(httpcore.AsyncNetworkBackend):
             ip = ipaddress.ip_address(text)
             problem = self._policy(ip)
             if problem:
-                raise MediaRejected(
-                    f"refused to fetch from {host!r}: it resolves to {ip}, which is {problem}; "
-                    "only public addresses are fetched",
-                    REFUSED_ADDRESS,
-                )
+                raise MediaRejected(_refusal(host, ip, problem), REFUSED_ADDRESS)
             if text not in addresses:
                 addresses.append(text)
         if not addresses:
             raise MediaRejected(f"cannot resolve host {host!r}", FETCH_FAILED)
         return addresses
+
+
+def _refusal(host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address, problem: str) -> str:
+    """Why `host` is not fetched. An address the caller wrote is named with its class; what a
+    name resolves to stays in the server's log: told to the caller, it would make the server a
+    DNS resolver for the host's own network."""
+    if _is_literal(host):
+        return f"refused to fetch from {host!r}: it is {problem}; only public addresses are fetched"
+    log.info("refused a media fetch from %r: it resolves to %s (%s)", host, ip, problem)
+    return (
+        f"refused to fetch from {host!r}: it resolves to a non-public address; only public "
+        "addresses are fetched"
+    )
+
+
+def _is_literal(host: str) -> bool:
+    """Whether `host` is an address itself (`10.0.0.1`, `[::ffff:10.0.0.1]`), not a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def _check_url(url: str) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from gateway.engine.errors import EngineUnavailable
-from gateway.engine.protocol import EngineClient
 from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.media.audio import AUDIO_FORMATS
+from gateway.workers.errors import EngineUnavailable
+from gateway.workers.protocol import EngineClient
 
 CAPABILITY = {"image": "image_in", "audio": "audio_in"}
 DETAILS = ("auto", "low", "high")

@@ -4,7 +4,7 @@ Where vLLM has a metric of the same meaning it has vLLM's name, labels and bucke
 dashboards work); the server's own are `vomlx:`. Three sources:
 
 - the requests, observed as their deltas pass through the engine (observer.py, an
-  `EngineObserver` the engine calls: gateway/engine/observer.py);
+  `EngineObserver` the engine calls: gateway/workers/observer.py);
 - the engine's state and admission queue, read at scrape time (worker.py);
 - the worker's own counters (prefix cache, audio), fetched with the `stats` control call at
   scrape time and kept monotonic over worker restarts (worker.py).

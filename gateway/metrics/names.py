@@ -1,7 +1,7 @@
 """The `model_name` label: the served model's id (what `/v1/models` lists) that does the work.
 
 A chat request is labelled with the chat model, a speech request with the TTS model, and so on
-(gateway/engine/served_models.py decides which model serves which kind); engine-wide metrics
+(gateway/workers/served_models.py decides which model serves which kind); engine-wide metrics
 (worker state, restarts, the admission queue) with the main model. The answer is cached until
 the worker's Ready or the main model's name changes (a restart, a swap).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.engine.served_models import (
+from gateway.workers.served_models import (
     CHAT,
     EMBEDDING,
     RERANK,

@@ -1,6 +1,6 @@
 """The gateway's request metrics: an `EngineObserver` that counts what every request's deltas say.
 
-Every admitted request is seen three ways (gateway/engine/observer.py): admitted (with the time
+Every admitted request is seen three ways (gateway/workers/observer.py): admitted (with the time
 it arrived, i.e. asked for admission), each non-terminal worker delta as it arrives, and its end
 (exactly once: its terminal delta, or its reader leaving first). From these:
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from gateway.engine.observer import EngineObserver
 from gateway.metrics.names import ModelNames
+from gateway.workers.observer import EngineObserver
 from protocol.messages import Delta
 
 GENERATING_OPS = frozenset({"chat", "complete"})  # their tokens are "generation tokens"

@@ -22,8 +22,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gateway.engine.served_models import CHAT, SPEECH, TRANSCRIPTION
 from gateway.metrics.names import ModelNames
+from gateway.workers.served_models import CHAT, SPEECH, TRANSCRIPTION
 
 STATES = ("starting", "ready", "restarting", "swapping", "failed", "stopped")
 
@@ -51,6 +51,24 @@ WORKER_COUNTERS = (
         CHAT,
     ),
     (
+        "spec_decode_num_drafts",
+        "vllm:spec_decode_num_drafts",
+        "Number of spec decoding drafts: one sequence's proposed tokens verified in one step.",
+        CHAT,
+    ),
+    (
+        "spec_decode_num_draft_tokens",
+        "vllm:spec_decode_num_draft_tokens",
+        "Number of draft tokens: tokens proposed (prompt lookup or the draft model).",
+        CHAT,
+    ),
+    (
+        "spec_decode_num_accepted_tokens",
+        "vllm:spec_decode_num_accepted_tokens",
+        "Number of accepted tokens: proposed tokens the model's own sampling agreed with.",
+        CHAT,
+    ),
+    (
         "speech_seconds",
         "vomlx:speech_seconds",
         "Seconds of speech audio the worker sent (/v1/audio/speech).",
@@ -63,6 +81,11 @@ WORKER_COUNTERS = (
         TRANSCRIPTION,
     ),
 )
+
+
+# The worker's list of accepted tokens by position in a draft, exported as one series per
+# position (vLLM's `position` label); kept in WorkerTotals under "<key>:<position>".
+PER_POSITION = "spec_decode_num_accepted_tokens_per_pos"
 
 
 class WorkerTotals:
@@ -83,6 +106,12 @@ class WorkerTotals:
                 and not isinstance(value, bool)
             ):
                 current[(key, model)] = float(value)
+        chat_model = names.for_kind(CHAT)
+        per_position = stats.get(PER_POSITION)
+        if chat_model is not None and isinstance(per_position, list):
+            for position, value in enumerate(per_position):
+                if isinstance(value, int) and not isinstance(value, bool):
+                    current[(f"{PER_POSITION}:{position}", chat_model)] = float(value)
         pid = stats.get("pid")
         went_down = any(value < self._current.get(k, 0.0) for k, value in current.items())
         if pid != self._pid or went_down:
@@ -99,6 +128,16 @@ class WorkerTotals:
             for (k, model), value in source.items():
                 if k == key:
                     out[model] = out.get(model, 0.0) + value
+        return out
+
+    def per_position(self) -> dict[tuple[str, str], float]:
+        """(model, position) -> accepted tokens at that position of a draft."""
+        out: dict[tuple[str, str], float] = {}
+        for source in (self._carried, self._current):
+            for (k, model), value in source.items():
+                if k.startswith(PER_POSITION + ":"):
+                    key = (model, k.rsplit(":", 1)[1])
+                    out[key] = out.get(key, 0.0) + value
         return out
 
 
@@ -164,3 +203,18 @@ class EngineCollector:
             for served, value in sorted(totals.items()):
                 family.add_metric([served], value)
             yield family
+        per_position = CounterMetricFamily(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position: how many drafts had their token at each "
+            "position (from 0) accepted.",
+            labels=["model_name", "position"],
+        )
+        counts: dict[tuple[str, str], float] = {}
+        for source in sources:
+            for pair, value in source.totals.per_position().items():
+                counts[pair] = counts.get(pair, 0.0) + value
+        for (served, position), value in sorted(
+            counts.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))
+        ):
+            per_position.add_metric([served, position], value)
+        yield per_position

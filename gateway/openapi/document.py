@@ -13,14 +13,17 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from gateway.anthropic import surface as anthropic
-from gateway.audio.speech.form import REF_AUDIO_FILES, VOICE
+from gateway.api.admin.admin import LOAD, MODEL_ONLY, PIN
+from gateway.api.anthropic_messages import surface as anthropic
+from gateway.api.chat_completions.surface import COMPLETION
+from gateway.api.embeddings.request import EMBEDDING
+from gateway.api.embeddings.scoring import RERANK, SCORE
+from gateway.api.responses import surface as responses
+from gateway.api.speech.form import REF_AUDIO_FILES, VOICE
+from gateway.api.tokenize import requests as tokenize
+from gateway.api.transcriptions.request import TRANSCRIPTION, TRANSLATION
 from gateway.audio.speech.request import SPEECH
-from gateway.audio.transcription.request import TRANSCRIPTION, TRANSLATION
-from gateway.embeddings.request import EMBEDDING
-from gateway.embeddings.scoring import RERANK, SCORE
-from gateway.openai import surface as openai
-from gateway.openai import tokenize
+from gateway.generation.chat_body import CHAT
 from gateway.openapi.responses import (
     COMPONENTS,
     OPERATION_IDS,
@@ -28,8 +31,6 @@ from gateway.openapi.responses import (
     operation_routes,
     responses_for,
 )
-from gateway.responses import surface as responses
-from gateway.routes.admin import LOAD, MODEL_ONLY, PIN
 from gateway.schema.request import RequestSchema
 
 JSON, FORM = "application/json", "multipart/form-data"
@@ -97,8 +98,8 @@ def _speech_form() -> dict[str, Any]:
 def request_schemas() -> dict[str, dict[str, Any]]:
     """Every request body's schema by component name (from the parsers' tables)."""
     return {
-        "ChatCompletionRequest": openai.CHAT.json_schema(),
-        "CompletionRequest": openai.COMPLETION.json_schema(),
+        "ChatCompletionRequest": CHAT.json_schema(),
+        "CompletionRequest": COMPLETION.json_schema(),
         "MessageRequest": anthropic.CREATE.json_schema(),
         "CountTokensRequest": anthropic.COUNT.json_schema(),
         "ResponseRequest": responses.CREATE.json_schema(),

@@ -3,8 +3,9 @@
 `responses_for(operation_id)` is an OpenAPI 3.1 `responses` object; the schemas it references
 (`#/components/schemas/NAME`) are `COMPONENTS` (gateway/openapi/schemas.py).
 The shapes are the ones the code builds, not OpenAI's or Anthropic's documents: the routes
-(gateway/routes/), the stream encoders (gateway/openai/chunks.py, gateway/anthropic/events.py,
-gateway/responses/events.py, gateway/audio/speech/stream.py, gateway/audio/transcription/
+(gateway/api/*/), the stream encoders
+(gateway/api/chat_completions/chunks.py, gateway/api/anthropic_messages/events.py,
+gateway/api/responses/events.py, gateway/api/speech/stream.py, gateway/api/transcriptions/
 stream.py) and the body builders they call. tests/unit/test_openapi_responses.py checks real
 bodies of the app against them.
 
@@ -31,8 +32,8 @@ from typing import Any
 
 from gateway.http import auth
 from gateway.http.errors import is_anthropic_path
-from gateway.openapi.schema_builders import STRING, Schema, _all, _const, _doc, _enum
 from gateway.openapi.schemas import COMPONENTS, RESPONSE_EVENTS, ref
+from gateway.schema.builders import STRING, Schema, _all, _const, _doc, _enum
 
 __all__ = ["COMPONENTS", "OPERATION_IDS", "is_open", "operation_routes", "ref", "responses_for",
            "sse_event"]  # fmt: skip
@@ -123,11 +124,14 @@ _ERRORS = {
     "supported here (an OpenAI error names it in `param`), or a model that does not do this.",
     401: "The server runs with `--api-key` and the request did not carry it (send "
     "`Authorization: Bearer KEY` or `x-api-key: KEY`).",
+    403: "The route is closed: the server has an API key and no admin key (`--admin-key`).",
     404: "Not found.",
     413: "The request body exceeds the server's limit (`--max-body-mb`); nothing was parsed.",
     500: "Internal error (a bug, or the worker failed the request); the message names the "
     "request id.",
     409: "Conflict.",
+    501: "The server lacks an optional part this needs (`missing_dependency`; the message "
+    "names the extra its operator installs).",
     502: "Bad gateway.",
     503: "The server cannot take the request now: the admission queue is full (`queue_full`), "
     "no worker is ready (starting, restarting, swapping models: `engine_unavailable`), or the "
@@ -291,7 +295,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
             },
             _USAGE_HEADERS,
         ),
-        {**_BODY_ERRORS, 404: _SPEECH_404},
+        {**_BODY_ERRORS, 404: _SPEECH_404, 501: ""},
     ),
     "listVoices": (
         (("GET", "/v1/audio/voices"),),
@@ -309,6 +313,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
             400: "Not a multipart form, a field missing or invalid, audio that is not an "
             "audio file, or the store is full (`voice_limit_reached`).",
             413: "",
+            501: "",
         },
     ),
     "deleteVoice": (
@@ -335,7 +340,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
                 ),
             },
         ),
-        _BODY_ERRORS,
+        {**_BODY_ERRORS, 501: ""},
     ),
     "createTranslation": (
         (("POST", "/v1/audio/translations"),),
@@ -348,7 +353,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
                 "text/vtt": _text("`response_format` vtt."),
             },
         ),
-        {**_BODY_ERRORS, 400: "+ Also: a model that cannot translate."},
+        {**_BODY_ERRORS, 400: "+ Also: a model that cannot translate.", 501: ""},
     ),
     "createEmbedding": (
         (("POST", "/v1/embeddings"),),
@@ -389,8 +394,13 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
             _json("ModelLoaded"),
         ),
         {
-            400: "`model` missing, an unknown field, or no such local directory or hub repo "
-            "(`model_not_found`).",
+            400: "`model` missing, an unknown field, or not a checkpoint this server can load "
+            "(`model_not_found`: no such hub repo, or not a directory with a config.json and "
+            "weights, or outside `--model-root`; the same words for each, checked before the "
+            "serving model is drained).",
+            401: "The server has an admin key (`--admin-key`) and the request did not carry "
+            "it (the API key does not open this route).",
+            403: "",
             413: "",
             502: "The download failed (`download_failed`) or the model did not load "
             "(`model_load_failed`; the previous model serves again when it could be restored).",
@@ -403,13 +413,19 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
             "The worker's counters (--models FILE: every model's).",
             {JSON: {"schema": {"anyOf": [ref("WorkerStats"), ref("PoolStats")]}}},
         ),
-        {503: "No worker is ready to answer."},
+        {
+            401: "The server runs with `--api-key` or `--admin-key` and the request carried "
+            "neither.",
+            503: "No worker is ready to answer.",
+        },
     ),
     "unloadModel": (
         (("POST", "/v1/admin/models/unload"),),
         _ok("The model's worker stopped (--models FILE).", _json("PoolModelState")),
         {
             400: "`model` missing or an unknown field, or the server has no models file.",
+            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
+            403: "",
             404: _MODEL_404,
             409: "Requests are using the model (`model_busy`); retry when they end.",
             413: "",
@@ -420,6 +436,8 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
         _ok("The model is pinned or unpinned (--models FILE).", _json("PoolModelState")),
         {
             400: "`model` missing or an unknown field, or the server has no models file.",
+            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
+            403: "",
             404: _MODEL_404,
             413: "",
         },

@@ -1,11 +1,12 @@
 """The schemas of what the routes answer (`COMPONENTS`, for /openapi.json's
-`components.schemas`), joined from gateway/openapi/components/ (one module per API area,
-written with gateway/openapi/schema_builders.py).
+`components.schemas`), joined from each API's schemas.py (gateway/api/*/schemas.py, written with
+gateway/schema/builders.py).
 
 The shapes are the ones the code builds, not OpenAI's or Anthropic's documents: the routes
-(gateway/routes/), the stream encoders (gateway/openai/chunks.py, gateway/anthropic/events.py,
-gateway/responses/events.py, gateway/audio/speech/stream.py, gateway/audio/transcription/
-stream.py) and the body builders they call. Policy: `required` lists the keys a body always
+(gateway/api/*/), the stream encoders (gateway/api/chat_completions/chunks.py,
+gateway/api/anthropic_messages/events.py, gateway/api/responses/events.py,
+gateway/api/speech/stream.py, gateway/api/transcriptions/stream.py) and the body builders they
+call. Policy: `required` lists the keys a body always
 has; objects leave `additionalProperties` open (fields may be added); null is allowed exactly
 where the code can send null. Which operation answers which of them, by status:
 responses.py.
@@ -13,28 +14,31 @@ responses.py.
 
 from __future__ import annotations
 
-from gateway.openapi.components import (
-    admin,
-    anthropic,
-    audio,
-    chat,
-    embeddings,
-    responses_api,
-    server,
-)
-from gateway.openapi.components.responses_api import RESPONSE_EVENTS
-from gateway.openapi.schema_builders import Schema
+from gateway.api.admin import schemas as admin
+from gateway.api.anthropic_messages import schemas as anthropic
+from gateway.api.chat_completions import schemas as chat
+from gateway.api.embeddings import schemas as embeddings
+from gateway.api.responses import schemas as responses_api
+from gateway.api.responses.schemas import RESPONSE_EVENTS
+from gateway.api.speech import schemas as speech
+from gateway.api.tokenize import schemas as tokenize
+from gateway.api.transcriptions import schemas as transcriptions
+from gateway.schema import error_bodies
+from gateway.schema.builders import Schema
 
 __all__ = ["COMPONENTS", "RESPONSE_EVENTS", "Schema", "ref"]
 
 COMPONENTS: dict[str, Schema] = {
-    **server.SCHEMAS,
+    **error_bodies.SCHEMAS,
+    **admin.SCHEMAS,
     **chat.SCHEMAS,
     **anthropic.SCHEMAS,
     **responses_api.SCHEMAS,
-    **audio.SCHEMAS,
+    **speech.SCHEMAS,
+    **transcriptions.SCHEMAS,
     **embeddings.SCHEMAS,
-    **admin.SCHEMAS,
+    **tokenize.SCHEMAS,
+    **admin.ADMIN,
 }
 
 

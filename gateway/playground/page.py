@@ -1,7 +1,7 @@
 """Serving the playground: which requests for `/` get the page, the page's response, and the
 mount of its assets.
 
-`GET /` answers API clients with a JSON description of the server (gateway/routes/root.py);
+`GET /` answers API clients with a JSON description of the server (gateway/api/admin/root.py);
 a browser gets the page instead. Browsers rank `text/html` above everything else, while SDKs,
 curl and uptime probes send `*/*`, JSON or nothing, so ranking the two media types by the
 Accept header's q-values tells them apart without guessing from the User-Agent.

@@ -1,6 +1,6 @@
 """Leases end with their response: the middleware that gives back a request's pool leases.
 
-A route takes a lease on the model it uses (`gateway.routes.common.engine_for`), so the pool
+A route takes a lease on the model it uses (`gateway.http.model_routing.engine_for`), so the pool
 never unloads a model between its load and the end of the request. The lease must last until
 the response has been sent, streams included, and end even when the client leaves (the task
 is cancelled) or the route raised: so it is ended here, around the whole ASGI call.

@@ -7,7 +7,8 @@
       - id: chat                # the name clients send (required, unique)
         path: /models/qwen3     # a checkpoint directory or a hub repo id (required)
         aliases: [gpt-4o-mini]  # more names that reach it
-        kind: chat              # chat | tts | asr | embed | rerank | auto (default: auto)
+        kind: chat              # chat | speech | transcription | embed | rerank | auto (default:
+                                # auto; tts and asr: older names of speech, transcription)
         pinned: true            # never evicted (default false)
         preload: true           # loaded at start (default false: on first request)
         adapter: /adapters/sql  # an mlx-lm LoRA adapter directory (chat models)
@@ -18,7 +19,7 @@
 
 `options` are the `serve` flags that apply to one model (OPTIONS, by their ServerConfig names).
 A file that breaks a rule is refused at start with the line and the field named:
-`models.yaml:7: models[1].kind: must be one of chat, tts, asr, embed, rerank, auto`.
+`models.yaml:7: models[1].kind: must be one of chat, speech, transcription, embed, rerank, auto`.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ import yaml
 from gateway.config import ServerConfig
 from protocol.endpoints import BadAddress, parse_tcp
 
-KINDS = ("chat", "tts", "asr", "embed", "rerank", "auto")
+KINDS = ("chat", "speech", "transcription", "embed", "rerank", "auto")
+# The older names of two kinds, still read.
+KIND_ALIASES = {"tts": "speech", "asr": "transcription"}
 # ServerConfig fields one model's worker takes from its entry's `options`.
 OPTIONS = frozenset(
     {
         "max_num_seqs", "max_queue", "queue_timeout", "max_tokens", "drain_timeout",
-        "heartbeat_timeout", "prefill_step_size", "prefill_interleave", "draft_model", "num_draft_tokens", "kv_bits",
+        "heartbeat_timeout", "prefill_step_size", "prefill_interleave", "draft_model", "num_draft_tokens",
+        "speculative", "prompt_lookup_min", "prompt_lookup_max", "kv_bits",
         "kv_group_size", "quantized_kv_start", "max_kv_size", "dtype", "blas",
         "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts",
         "reasoning_parser", "tool_call_parser", "backend", "vision_cache_entries",
@@ -197,6 +201,7 @@ class _Reader:
         if remote is None and "path" not in raw:
             raise self.fail(node, f"{path}.path", "is required (or remote: tcp://HOST:PORT)")
         kind = self.string(raw["kind"], f"{path}.kind") if "kind" in raw else "auto"
+        kind = KIND_ALIASES.get(kind, kind)
         if kind not in KINDS:
             raise self.fail(raw["kind"], f"{path}.kind", f"must be one of {', '.join(KINDS)}")
         aliases: tuple[str, ...] = ()
@@ -274,6 +279,7 @@ _INT_OR_NONE = frozenset({"kv_bits", "max_kv_size"})
 _FLOAT_OR_NONE = frozenset({"prefill_interleave"})
 # The lowest value of a numeric option (the serve flag's range; the others: 0).
 _AT_LEAST = {"max_num_seqs": 1, "prefill_step_size": 1, "num_draft_tokens": 1,
+             "prompt_lookup_min": 1, "prompt_lookup_max": 1,
              "max_tokens": 1, "max_kv_size": 5, "kv_bits": 2}  # fmt: skip
 
 

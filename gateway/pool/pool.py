@@ -11,7 +11,7 @@ Invariants:
   nothing can make room within the queue timeout the request gets a 503 with Retry-After;
 - loads and unloads are serialized by one lock, so two requests never load one model twice
   nor evict the same one; waiting for room or for a model's READY happens outside it;
-- each worker is supervised on its own (gateway/engine/supervisor.py): a crash of one fails
+- each worker is supervised on its own (gateway/workers/supervisor.py): a crash of one fails
   only that model's open requests and restarts only it.
 """
 
@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine.client import WorkerEngineClient
-from gateway.engine.errors import EngineUnavailable
-from gateway.engine.observer import EngineObserver
-from gateway.engine.served_models import (
+from gateway.pool.models_file import ModelsFile, ModelSpec
+from gateway.workers.client import WorkerEngineClient
+from gateway.workers.errors import EngineUnavailable
+from gateway.workers.observer import EngineObserver
+from gateway.workers.served_models import (
     CHAT,
     EMBEDDING,
     RERANK,
@@ -41,15 +42,14 @@ from gateway.engine.served_models import (
     ServedModel,
     served_models,
 )
-from gateway.engine.worker_process import WorkerCommand
-from gateway.pool.models_file import ModelsFile, ModelSpec
+from gateway.workers.worker_process import WorkerCommand
 
 log = logging.getLogger("gateway.pool")
 
 KIND_OF_SPEC = {
     "chat": (CHAT,),
-    "tts": (SPEECH,),
-    "asr": (TRANSCRIPTION,),
+    "speech": (SPEECH,),
+    "transcription": (TRANSCRIPTION,),
     "embed": (EMBEDDING, RERANK),  # an embedding model also scores by cosine
     "rerank": (RERANK,),
     "auto": (),  # known once loaded
@@ -107,10 +107,10 @@ def entry_config(base: ServerConfig, spec: ModelSpec, path: str) -> ServerConfig
         model=spec.remote or path,
         remote=spec.remote,
         served_model_name=spec.id,
-        omni=spec.kind in ("tts", "asr"),
+        omni=spec.kind in ("speech", "transcription"),
         adapter_path=spec.adapter,
-        tts_model=None,
-        asr_model=None,
+        speech_model=None,
+        transcription_model=None,
         embedding_model=None,
         rerank_model=None,
         model_aliases=(),

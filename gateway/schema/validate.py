@@ -1,5 +1,5 @@
 """Check one value against the subset of JSON Schema the field tables use, with the messages of
-the typed readers (gateway/openai/fields.py), which do the scalar checks themselves.
+the typed readers (gateway/schema/readers.py), which do the scalar checks themselves.
 
 Supported: `type` (one or a list; null always passes: it reads as "not set"), `enum`,
 `minimum` / `exclusiveMinimum` / `maximum`, `minLength`, `items`, `minItems` / `maxItems`,
@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field
-from gateway.openai import fields as f
+from gateway.schema import readers as f
 
 _ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array"}
 

@@ -2,7 +2,7 @@
 Selenium, against one real server per session.
 
 The server serves `qwen3_scripted` (it thinks `THINKING`, answers `ANSWER`, and calls a tool
-when a request forces one: scripts/checkpoints/scripted.py) with a tiny Qwen3-TTS and a tiny
+when a request forces one: worker/tiny_models/scripted.py) with a tiny Qwen3-TTS and a tiny
 Whisper next to it, behind an API key, so one page shows chat, speech and transcription.
 Every test here is marked `browser` (and `e2e`); they skip, saying why, only when Chromium
 cannot be installed (tests/support/browser.py). With `VOMLX_PLAYGROUND_SCREENSHOTS=DIR` the
@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.browser import NotInstalled, Playground, ensure_chromium, start_chromium
 from tests.support.server import API_KEY, ServerProcess
 from tests.support.stt_audio import SENTENCES, speech_wav
+from worker.tiny_models import ensure_checkpoint
 
 
 def pytest_collection_modifyitems(items):
@@ -42,7 +42,7 @@ def chromium():
 def playground_server(tmp_path_factory) -> ServerProcess:
     paths = [ensure_checkpoint(name) for name in ("qwen3_scripted", "qwen3_tts", "whisper")]
     log = tmp_path_factory.mktemp("logs") / "playground-server.log"
-    args = [str(paths[0]), "--tts-model", str(paths[1]), "--asr-model", str(paths[2])]
+    args = [str(paths[0]), "--speech-model", str(paths[1]), "--transcription-model", str(paths[2])]
     server = ServerProcess(args, log, api_key=API_KEY)
     try:
         server.wait_healthy()

@@ -1,6 +1,6 @@
 """The client tier: real clients (agents, SDKs, CLIs) talk to one real server per session.
 
-The server serves the `qwen3_scripted` checkpoint (scripts/checkpoints/scripted.py): it thinks
+The server serves the `qwen3_scripted` checkpoint (worker/tiny_models/scripted.py): it thinks
 `THINKING`, answers `ANSWER` and ends its turn, calls the `llm_time` tool in auto mode when a
 request bans <think>, answers after a tool result, and takes long prompts fast. Next to it,
 `--embedding-model` serves the tiny BERT sentence encoder (`bert` / `tiny`) for the clients'
@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.clients import (
     FIXTURE_INSTALL_TIMEOUT,
     ClientServer,
@@ -28,6 +27,7 @@ from tests.support.clients import (
     ensure_python_clients,
 )
 from tests.support.server import API_KEY, ServerProcess
+from worker.tiny_models import ensure_checkpoint
 
 
 @pytest.fixture(scope="session")

@@ -11,25 +11,25 @@ import json
 
 import pytest
 
-from scripts.checkpoints.scripted import ANSWER
 from tests.support.clients import client_env, run_client
+from worker.tiny_models.scripted import ANSWER
 
 pytestmark = pytest.mark.clients
 MIN_CACHED_SHARE = 0.9
 MIN_NEW_SESSION_SHARE = 0.75
 
 
-@pytest.fixture(scope="module")
-def claude(node_clients, client_server, tmp_path_factory):
-    home = tmp_path_factory.mktemp("claude-home")
+def claude_runner(node_clients, server, model: str, home):
+    """`claude ARGS...` against `server` serving `model`, in a home of its own; the parsed
+    JSON result, asserted successful."""
     work = home / "project"
-    work.mkdir()
+    work.mkdir(parents=True)
     env = client_env(
         home,
-        ANTHROPIC_BASE_URL=client_server.url,
-        ANTHROPIC_API_KEY=client_server.api_key,
-        ANTHROPIC_MODEL=client_server.model,
-        ANTHROPIC_DEFAULT_HAIKU_MODEL=client_server.model,
+        ANTHROPIC_BASE_URL=server.url,
+        ANTHROPIC_API_KEY=server.api_key,
+        ANTHROPIC_MODEL=model,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL=model,
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
         # Claude Code's documented switches for everything but the model's own requests.
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -40,7 +40,7 @@ def claude(node_clients, client_server, tmp_path_factory):
 
     def run(*args: str) -> dict:
         done = run_client([node_clients.bin("claude"), *args], env, work, timeout=180)
-        report = f"{done.describe()}\n--- server log ---\n{client_server.log_tail()}"
+        report = f"{done.describe()}\n--- server log ---\n{server.log()[-4000:]}"
         lines = done.stdout.strip().splitlines()
         result = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
         succeeded = done.returncode == 0 and result.get("is_error") is False
@@ -48,6 +48,12 @@ def claude(node_clients, client_server, tmp_path_factory):
         return result
 
     return run
+
+
+@pytest.fixture(scope="module")
+def claude(node_clients, client_server, tmp_path_factory):
+    home = tmp_path_factory.mktemp("claude-home")
+    return claude_runner(node_clients, client_server.process, client_server.model, home)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,7 @@ def test_resumed_turn_reads_its_prompt_from_the_prefix_cache(claude, first_turn)
 def test_a_new_session_reads_the_system_prompt_and_tools_from_the_prefix_cache(claude, first_turn):
     """Another session starts with another first message, so Claude Code's attribution line
     (`cc_version=...<suffix>`, the first system block) differs from the first session's: it
-    is not part of the prompt (gateway/anthropic/attribution.py), so the new session's first
+    is not part of the prompt (gateway/api/anthropic_messages/attribution.py), so the new session's first
     request reads the system prompt and the tool definitions from the prefix cache. What
     follows them differs: the session's first message, then a `role: "system"` message with
     the environment (~2.8K tokens), so about 80 % of the prompt can be reused (with the line
@@ -87,3 +93,30 @@ def test_a_new_session_reads_the_system_prompt_and_tools_from_the_prefix_cache(c
     cached = usage["cache_read_input_tokens"]
     prompt = usage["input_tokens"] + cached + usage["cache_creation_input_tokens"]
     assert cached >= MIN_NEW_SESSION_SHARE * prompt, usage
+
+
+def test_a_model_with_less_context_than_its_max_tokens_still_completes_a_turn(
+    node_clients, scripted_checkpoint, tmp_path_factory
+):
+    """Claude Code asks for max_tokens 32000; above a model's context that is a 400 in
+    Anthropic's words (`max_tokens: 32000 > 24576, which is the maximum allowed ...`), which
+    Claude Code reads and retries with the limit it names: one wasted request, then a turn."""
+    import json as json_module
+    import shutil
+
+    from tests.support.server import API_KEY, ServerProcess
+
+    root = tmp_path_factory.mktemp("small-context")
+    checkpoint = root / "scripted-24k"
+    shutil.copytree(scripted_checkpoint, checkpoint)
+    config = json_module.loads((checkpoint / "config.json").read_text())
+    config["max_position_embeddings"] = 24576  # Claude Code's ~15K-token prompt still fits
+    (checkpoint / "config.json").write_text(json_module.dumps(config))
+    server = ServerProcess([str(checkpoint)], root / "server.log", api_key=API_KEY)
+    try:
+        server.wait_healthy()
+        run = claude_runner(node_clients, server, checkpoint.name, root / "home")
+        result = run("-p", "Say hello.", "--output-format", "json")
+        assert result["result"] == ANSWER
+    finally:
+        server.stop()

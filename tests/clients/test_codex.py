@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from scripts.checkpoints.scripted import ANSWER
 from tests.support.clients import client_env, run_client
+from worker.tiny_models.scripted import ANSWER
 
 pytestmark = pytest.mark.clients
 MIN_CACHED_SHARE = 0.8

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from scripts.checkpoints.scripted import ANSWER
 from tests.support.clients import case_result, run_driver
+from worker.tiny_models.scripted import ANSWER
 
 pytestmark = pytest.mark.clients
 PROVIDERS = ("openai", "anthropic")

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from scripts.checkpoints.scripted import ANSWER, TOOL_NAME
 from tests.support.clients import client_env, run_client
+from worker.tiny_models.scripted import ANSWER, TOOL_NAME
 
 pytestmark = pytest.mark.clients
 ALIAS = "vomlx-tiny"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.checkpoints.scripted import ANSWER
 from tests.support.clients import case_result, run_driver
+from worker.tiny_models.scripted import ANSWER
 
 pytestmark = pytest.mark.clients
 

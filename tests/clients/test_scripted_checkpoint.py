@@ -1,4 +1,4 @@
-"""The tier's model (scripts/checkpoints/scripted.py) as mlx-lm itself runs it, greedy and
+"""The tier's model (worker/tiny_models/scripted.py) as mlx-lm itself runs it, greedy and
 sampled: it thinks, answers and ends its turn; with <think> banned it calls `llm_time`; after
 a tool result it answers; a long prompt takes seconds."""
 
@@ -10,7 +10,7 @@ import pytest
 from mlx_lm import load, stream_generate
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from scripts.checkpoints.scripted import ANSWER, CALL_CLOSE, CALL_OPEN, THINKING, TOOL_NAME
+from worker.tiny_models.scripted import ANSWER, CALL_CLOSE, CALL_OPEN, THINKING, TOOL_NAME
 
 pytestmark = pytest.mark.clients
 THOUGHT_AND_ANSWER = f"<think>{THINKING}</think>\n\n{ANSWER}"

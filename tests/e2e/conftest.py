@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
-from tests.support.server import API_KEY, ServerProcess
+from tests.support.server import ADMIN_KEY, API_KEY, ServerProcess
+from worker.tiny_models import ensure_checkpoint
 
 
 def pytest_collection_modifyitems(items):
@@ -28,9 +30,13 @@ def start_server(tmp_path_factory):
     """Starts servers that live until the end of the session (or until a test stops them)."""
     started: list[ServerProcess] = []
 
-    def start(*args: str, api_key: str | None = API_KEY, name: str = "server") -> ServerProcess:
+    def start(
+        *args: str, api_key: str | None = API_KEY, name: str = "server", cwd: Path | None = None
+    ) -> ServerProcess:
         log = tmp_path_factory.mktemp("logs") / f"{name}.log"
-        server = ServerProcess(list(args), log, api_key=api_key)
+        server = ServerProcess(
+            list(args), log, api_key=api_key, admin_key=api_key and ADMIN_KEY, cwd=cwd
+        )
         started.append(server)
         server.wait_healthy()
         return server
@@ -68,9 +74,9 @@ def full_server(start_server, qwen3_path, speech_paths, embedding_path) -> Serve
     every OpenAI operation the server has is served (the schema tests use it)."""
     return start_server(
         qwen3_path,
-        "--tts-model",
+        "--speech-model",
         speech_paths["tts"],
-        "--asr-model",
+        "--transcription-model",
         speech_paths["asr"],
         "--embedding-model",
         embedding_path,

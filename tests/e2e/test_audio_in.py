@@ -14,11 +14,11 @@ from pathlib import Path
 import openai
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.omni_audio import mp3_bytes, wav_bytes
 from tests.support.server import model_name, openai_client
 from tests.support.vision import data_url, png
+from worker.tiny_models import ensure_checkpoint
 
 MAX_TOKENS = 16
 QUESTION = "What is said in this clip?"

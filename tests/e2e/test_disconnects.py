@@ -1,7 +1,7 @@
 """Clients that hang up mid-request, on a server with every engine loaded in one worker.
 
-The worker runs a vision model (chat, completions, images) with `--tts-model` and
-`--asr-model` next to it, so each abort goes through a scheduler with three engines. A client
+The worker runs a vision model (chat, completions, images) with `--speech-model` and
+`--transcription-model` next to it, so each abort goes through a scheduler with three engines. A client
 leaves during every operation kind, streamed (after the first event) and not (a read
 timeout, as `curl -m 1` does); afterwards the worker is the same process, nothing is still
 generating, and every kind of request is served again.
@@ -10,16 +10,17 @@ generating, and every kind of request is served again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import model_name
 from tests.support.stt_audio import SENTENCES, concat_wavs, speech_wav
 from tests.support.vision import openai_image_message, png
+from worker.tiny_models import ensure_checkpoint
 
 LONG_TEXT = " ".join(["The quick brown fox jumps over the lazy dog."] * 40)
 
@@ -37,9 +38,9 @@ def paths() -> dict[str, str]:
 def everything(start_server, paths):
     return start_server(
         paths["vision"],
-        "--tts-model",
+        "--speech-model",
         paths["tts"],
-        "--asr-model",
+        "--transcription-model",
         paths["asr"],
         name="every-engine",
     )
@@ -81,6 +82,7 @@ def _send(server, request: dict, stream: bool, short: bool = False, **client_arg
     generative = "messages" in body or "prompt" in body
     if generative:
         body["max_tokens"] = 4 if short else 2000
+        body["temperature"] = 0  # greedy: a sampled end of text cannot end it before the hang-up
     if stream:
         (body if "json" in request else data)["stream"] = "true" if data else True
         if "input" in body:
@@ -131,6 +133,7 @@ async def _post_for_at_most(server, request: dict, seconds: float) -> None:
         body = dict(request.get("json") or {})
         if "messages" in body or "prompt" in body:
             body["max_tokens"] = 2000
+            body["temperature"] = 0  # greedy, as in _send
         send = client.post(
             server.url + request["path"],
             json=body or None,
@@ -142,13 +145,35 @@ async def _post_for_at_most(server, request: dict, seconds: float) -> None:
             await asyncio.wait_for(send, seconds)
 
 
+async def _hang_up_once_the_worker_has_it(
+    server, request: dict, seconds: float, submitted: int
+) -> None:
+    """_post_for_at_most, hanging up after `seconds` but not before the worker's
+    requests_total passed `submitted` (the request reached the worker)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task = asyncio.ensure_future(_post_for_at_most(server, request, 120.0))
+    while loop.time() - started < 60:
+        await asyncio.sleep(0.1)
+        if (await asyncio.to_thread(server.stats))["requests_total"] > submitted:
+            break
+    await asyncio.sleep(max(0.0, seconds - (loop.time() - started)))
+    task.cancel()  # the client goes away: its connection closes
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_request_whose_client_times_out_is_aborted_and_the_worker_stays(
     everything, paths, long_audio, kind
 ):
     pid = everything.worker_pid()
-    before = everything.stats()["requests_aborted"]
-    asyncio.run(_post_for_at_most(everything, _requests(paths, long_audio)[kind], 1.0))
+    stats = _idle(everything)
+    before, submitted = stats["requests_aborted"], stats["requests_total"]
+    # Hang up once the worker has it (a request still in the gateway, its image or audio
+    # being read, never reaches the worker to be aborted there), at least after 1 s.
+    request = _requests(paths, long_audio)[kind]
+    asyncio.run(_hang_up_once_the_worker_has_it(everything, request, 1.0, submitted))
     _idle(everything)
     assert everything.stats()["requests_aborted"] > before
     assert everything.worker_pid() == pid

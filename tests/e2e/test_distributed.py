@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import CLI, SAME_BLAS, model_name, openai_client, pid_alive
+from worker.tiny_models import ensure_checkpoint
 
 LINUX = sys.platform.startswith("linux")  # the ranks are found in /proc
 PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
@@ -137,7 +137,7 @@ def _kill_rank_1_and_come_back(server, llama_path) -> None:
 def test_a_swap_restarts_the_group_with_the_new_model(group_server, qwen3_path, llama_path):
     done = subprocess.run(
         [CLI, "models", "load", qwen3_path, "--url", group_server.url,
-         "--api-key", group_server.api_key],
+         "--admin-key", group_server.admin_key],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

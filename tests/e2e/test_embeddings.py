@@ -17,9 +17,9 @@ import numpy as np
 import openai
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.minilm import minilm_path
 from tests.support.server import SAME_BLAS, model_name, openai_client
+from worker.tiny_models import ensure_checkpoint
 
 TEXTS = [
     "What is the capital of France?",

@@ -58,7 +58,7 @@ def ssrf_urls(private: MediaServer) -> list[tuple[str, str]]:
     return [
         (private.url("/x.png"), "loopback"),
         ("http://169.254.169.254/latest/meta-data", "link-local"),
-        (f"http://localhost:{private.port}/", "loopback"),
+        (f"http://localhost:{private.port}/", "non-public address"),
         ("http://metadata.google.internal/computeMetadata/v1/", "metadata"),
         ("file:///etc/passwd", "--allowed-local-media-path"),
         ("/etc/passwd", "--allowed-local-media-path"),
@@ -98,7 +98,7 @@ def test_a_text_model_refuses_anthropic_images(default_server, qwen3_path):
 
 @pytest.fixture(scope="module")
 def vision(start_server):
-    from scripts.checkpoints import ensure_checkpoint
+    from worker.tiny_models import ensure_checkpoint
 
     try:
         path = str(ensure_checkpoint("qwen2_vl"))

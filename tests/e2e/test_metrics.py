@@ -40,9 +40,12 @@ def _check_one_request(before, after, name: str, usage, reason: str) -> None:
     assert moved(before, after, "vllm:request_success_total", finished_reason=reason, **m) == 1
     for histogram in HISTOGRAMS:
         assert moved(before, after, f"{histogram}_count", **m) == 1, histogram
-    # one inter-token interval per token after the first (one token per worker step)
+    # one inter-token interval per worker step with tokens after the first: a step returns
+    # one token, plus the proposals speculation accepted in it (all returned here: the
+    # requests end by max_tokens, which bounds what a sequence may propose)
     itl = moved(before, after, "vllm:inter_token_latency_seconds_count", **m)
-    assert itl == usage.completion_tokens - 1
+    accepted = moved(before, after, "vllm:spec_decode_num_accepted_tokens_total", **m)
+    assert itl == usage.completion_tokens - 1 - accepted
 
 
 def test_counters_move_by_one_chat_requests_usage(default_server, qwen3_path):

@@ -14,10 +14,10 @@ import time
 import httpx
 import pytest
 
-from scripts.checkpoints.adapter import ensure_lora_adapter
 from tests.support import direct
 from tests.support.server import CLI, openai_client
 from tests.support.stt_audio import speech_wav
+from worker.tiny_models.adapter import ensure_lora_adapter
 
 MESSAGES = [{"role": "user", "content": "Name three prime numbers."}]
 LONG = {"messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 3000}
@@ -48,11 +48,11 @@ models:
     kind: chat
   - id: voice
     path: {pool_paths["tts"]}
-    kind: tts
+    kind: speech
     aliases: [tts-1]
   - id: ears
     path: {pool_paths["asr"]}
-    kind: asr
+    kind: transcription
     aliases: [whisper-1]
   - id: chat-lora
     path: {pool_paths["chat"]}
@@ -79,7 +79,10 @@ def _wait(predicate, timeout: float = 60.0):
 
 def _admin(server, action: str, **body) -> httpx.Response:
     return httpx.post(
-        f"{server.url}/v1/admin/models/{action}", json=body, headers=server.headers, timeout=120
+        f"{server.url}/v1/admin/models/{action}",
+        json=body,
+        headers=server.admin_headers,
+        timeout=120,
     )
 
 
@@ -145,8 +148,10 @@ def test_the_speech_models_answer_under_their_aliases(pool_server, tmp_path):
         text = client.audio.transcriptions.create(model="whisper-1", file=audio)
     assert isinstance(text.text, str)
     cards = _cards(pool_server)
-    assert cards["voice"]["capabilities"] == ["speech"] and cards["voice"]["kind"] == "tts"
-    assert "transcribe" in cards["ears"]["capabilities"]
+    assert cards["voice"]["capabilities"] == ["speech"] and cards["voice"]["kind"] == "speech"
+    assert (
+        "transcribe" in cards["ears"]["capabilities"] and cards["ears"]["kind"] == "transcription"
+    )
 
 
 def test_a_model_asked_for_what_it_does_not_do_is_a_400_and_unknown_names_a_404(pool_server):
@@ -219,7 +224,7 @@ def test_admin_unload_and_pin_and_the_cli(pool_server):
     assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "model"
     run = subprocess.run(
         [CLI, "models", "pin", "llama", "--unpin", "--url", pool_server.url,
-         "--api-key", pool_server.api_key],
+         "--admin-key", pool_server.admin_key],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -276,7 +281,9 @@ def test_a_bad_models_file_is_refused_at_start_naming_the_line_and_field(tmp_pat
     run = subprocess.run([CLI, "serve", "--models", str(bad), "--port", "0"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert run.returncode != 0
-    assert f"{bad}:4: models[0].kind: must be one of chat, tts, asr, embed" in run.stderr
+    assert (
+        f"{bad}:4: models[0].kind: must be one of chat, speech, transcription, embed" in run.stderr
+    )
 
 
 def test_metrics_are_labelled_per_model(pool_server):

@@ -38,7 +38,7 @@ def _speech(client, model: str, voice: str) -> bytes:
     return client.audio.speech.create(model=model, voice=voice, **kwargs).content
 
 
-def test_tts_1_with_alloy_is_the_tts_model_with_the_voice_the_listing_names(
+def test_speech_1_with_alloy_is_the_tts_model_with_the_voice_the_listing_names(
     full_server, client, speech_paths
 ):
     voices = httpx.get(f"{full_server.url}/v1/audio/voices", headers=full_server.headers).json()
@@ -95,6 +95,8 @@ def test_every_listed_id_and_alias_works_for_every_capability_it_lists(
     ids = [m.id for m in models]
     paths = (qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path)
     assert ids == [model_name(p) for p in paths]
+    tasks = [m.model_dump()["task"] for m in models]  # what a UI reads to list chat models only
+    assert tasks == ["chat", "speech", "transcription", "embedding"]
     for model in models:
         card = model.model_dump()
         assert client.models.retrieve(model.id).model_dump() == card

@@ -53,6 +53,7 @@ _SERVABLE = {
                               "seed", "user", "metadata"}, "messages"),
     "/v1/responses": ({"model", "input", "instructions", "max_output_tokens", "temperature",
                        "top_p", "stream", "store", "metadata", "top_logprobs", "user"}, "input"),
+    "/tokenize": ({"model", "prompt", "add_special_tokens", "return_token_strs"}, "prompt"),
 }  # fmt: skip
 _HELLO = [{"role": "user", "content": "Hello"}]
 _FILES = {"/v1/audio/transcriptions": "file", "/v1/audio/translations": "file",

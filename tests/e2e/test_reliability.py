@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -103,6 +104,39 @@ def test_worker_kill_ends_stream_with_error_then_recovers(start_server, qwen3_pa
     assert reply.choices[0].finish_reason == "length"
 
 
+def test_a_frozen_worker_is_reported_late_and_its_waiting_request_is_a_503_to_retry(
+    start_server, qwen3_path
+):
+    """SIGSTOP: /health says `unresponsive` after a few missed beats (not after the whole
+    timeout), and a request sent into the frozen worker is a 503 with Retry-After once the
+    worker is replaced; the new worker then serves it."""
+    server = start_server(qwen3_path, "--heartbeat-timeout", "6", name="frozen")
+    pid = server.worker_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        body = _wait_for(lambda: (r := server.health()).status_code == 503 and r.json())
+        assert time.monotonic() - stopped < 5
+        assert body["status"] == "unresponsive" and "no heartbeat" in body["reason"], body
+        keyless = httpx.get(f"{server.url}/health", timeout=5).json()
+        assert keyless == {"status": "unresponsive"}
+        request = {"model": model_name(qwen3_path), **LONG, "max_tokens": 3}
+        r = httpx.post(
+            f"{server.url}/v1/chat/completions", json=request, headers=server.headers, timeout=60
+        )
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "worker_died" and r.headers["retry-after"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed as unresponsive, as it should be
+            os.kill(pid, signal.SIGCONT)
+    health = server.wait_healthy(timeout=120)
+    assert health["worker_pid"] != pid
+    r = httpx.post(
+        f"{server.url}/v1/chat/completions", json=request, headers=server.headers, timeout=60
+    )
+    assert r.status_code == 200, r.text
+
+
 def test_a_crash_loop_never_leaves_the_server_dead(start_server, qwen3_path):
     """Six kill -9s within a minute (the old policy gave up for good after five): the worker
     comes back every time, /health says `restarting` with the count and the exit reason."""
@@ -147,7 +181,7 @@ def test_swap_under_load_never_hangs_and_serves_the_new_model(start_server, qwen
         t.start()
     time.sleep(1.0)
     done = subprocess.run(
-        [CLI, "models", "load", llama_path, "--url", server.url, "--api-key", server.api_key],
+        [CLI, "models", "load", llama_path, "--url", server.url, "--admin-key", server.admin_key],
         capture_output=True,
         text=True,
         timeout=300,
@@ -166,3 +200,19 @@ def test_swap_under_load_never_hangs_and_serves_the_new_model(start_server, qwen
         model=model_name(llama_path), messages=messages, max_tokens=12, temperature=0
     )
     assert reply.choices[0].message.content == direct.greedy_chat(llama_path, messages, 12).text
+
+
+def test_serve_from_a_folder_holding_files_named_like_our_packages(
+    start_server, qwen3_path, tmp_path
+):
+    """The worker runs without the current directory on sys.path (protocol/launch/python.py),
+    so `protocol.py`, `worker.py` and `gateway.py` where `serve` was started are never
+    imported in place of ours."""
+    for name in ("protocol", "worker", "gateway"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the folder\\'s {name}.py')\n")
+    server = start_server(qwen3_path, name="odd-folder", cwd=tmp_path)
+    assert server.health().json()["status"] == "ok"
+    reply = openai_client(server).chat.completions.create(
+        model=model_name(qwen3_path), messages=[{"role": "user", "content": "Hi"}], max_tokens=2
+    )
+    assert reply.choices[0].message.content is not None

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.support import direct
-from tests.support.server import API_KEY, CLI, SAME_BLAS, ServerProcess, openai_client
+from tests.support.server import ADMIN_KEY, API_KEY, CLI, SAME_BLAS, ServerProcess, openai_client
 
 MESSAGES = [{"role": "user", "content": "Name three prime numbers."}]
 LONG = {"messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 3000}
@@ -86,6 +86,7 @@ def _gateway(tmp_path: Path, address: str, *flags: str, wait: bool = True) -> Se
         ["--models", _models_file(tmp_path, address), "--restart-backoff-max", "1", *flags],
         tmp_path / "gateway.log",
         api_key=API_KEY,
+        admin_key=ADMIN_KEY,
     )
     if wait:
         try:
@@ -174,7 +175,7 @@ def test_unloading_a_remote_model_shuts_its_worker_down_and_a_request_starts_ano
     host, server = remote
     pid = _card(server)["worker_pid"]
     r = httpx.post(f"{server.url}/v1/admin/models/unload", json={"model": "far"},
-                   headers=server.headers, timeout=60)  # fmt: skip
+                   headers=server.admin_headers, timeout=60)  # fmt: skip
     assert r.status_code == 200 and r.json()["state"] == "unloaded"
     _wait(lambda: f"worker pid {pid} exited with code 0" in host.log(), 20)
     reply = openai_client(server).chat.completions.create(

@@ -13,10 +13,10 @@ import httpx
 import numpy as np
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.minilm import minilm_path
 from tests.support.server import SAME_BLAS, model_name
 from tests.unit.test_rerank_engine import direct_cross_encoder, direct_llm_reranker
+from worker.tiny_models import ensure_checkpoint
 
 QUERY = "What is the capital of France?"
 DOCUMENTS = [

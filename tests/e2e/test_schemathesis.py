@@ -57,7 +57,28 @@ def _errata(document: dict[str, Any]) -> dict[str, Any]:
     # "base64"` the API (and every SDK decoding it) sends the vector as a base64 string.
     embedding = document["components"]["schemas"]["Embedding"]["properties"]
     embedding["embedding"] = {"anyOf": [embedding["embedding"], {"type": "string"}]}
+    # An event stream's `schema` is documented as the schema of each event's `data` (JSON),
+    # but OpenAPI (3.2's `itemSchema`, and schemathesis reading 3.1 the same way) takes it as
+    # the schema of the event itself ({"event", "data", "id"}): every event would fail. Each
+    # becomes the event whose `data` is that JSON, or chat's closing `[DONE]`.
+    for item in paths.values():
+        for operation in item.values():
+            for answer in (
+                operation.get("responses", {}).values() if isinstance(operation, dict) else ()
+            ):
+                stream = answer.get("content", {}).get("text/event-stream")
+                if stream is not None and "schema" in stream:
+                    stream["itemSchema"] = _event_with_json_data(stream.pop("schema"))
     return document
+
+
+def _event_with_json_data(data_schema: dict[str, Any]) -> dict[str, Any]:
+    json_data = {"contentMediaType": "application/json", "contentSchema": data_schema}
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {"data": {"type": "string", "if": {"const": "[DONE]"}, "else": json_data}},
+    }
 
 
 SCHEMA = schemathesis.openapi.from_dict(_errata(spec()))

@@ -1,4 +1,4 @@
-"""Speech out end to end: the real `serve` with a TTS model in its worker (`--tts-model` next to
+"""Speech out end to end: the real `serve` with a TTS model in its worker (`--speech-model` next to
 a chat model, or a TTS checkpoint alone with `--omni`), the openai SDK and plain HTTP.
 
 The audio must equal what mlx-audio produces directly in this process for the same seed,
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import soundfile
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.direct import direct_pcm
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT
+from worker.tiny_models import ensure_checkpoint
 
 INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
 LOSSY_SLACK = 2560  # samples a lossy codec may add (encoder delay, padding to whole frames)
@@ -42,7 +42,7 @@ def soprano_path() -> str:
 def chat_and_speech(start_server, qwen3_path, qwen3_tts_path):
     """A chat model with a Qwen3-TTS CustomVoice model in the same worker."""
     return start_server(
-        qwen3_path, "--tts-model", qwen3_tts_path, *SAME_BLAS, name="chat-and-speech"
+        qwen3_path, "--speech-model", qwen3_tts_path, *SAME_BLAS, name="chat-and-speech"
     )
 
 

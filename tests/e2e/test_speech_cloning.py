@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.direct import direct_pcm
 from tests.support.server import SAME_BLAS
 from tests.support.speech import TEXT, sine_wav
+from worker.tiny_models import ensure_checkpoint
 
 INTERVAL = 0.16
 REF_TEXT = "Hello there."

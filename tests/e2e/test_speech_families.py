@@ -18,10 +18,10 @@ import httpx
 import pytest
 import soundfile
 
-from scripts.checkpoints import ensure_checkpoint
-from scripts.checkpoints.tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT, direct_mono_pcm, sine_wav
+from worker.tiny_models import ensure_checkpoint
+from worker.tiny_models.tts_families import MOSS_TTS_NANO_SIZES, VOXCPM2_SIZES
 
 DESCRIPTION = "A calm, low voice"
 

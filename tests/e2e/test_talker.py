@@ -5,7 +5,7 @@ and the talker), sample for sample; streamed joined equals not streamed; what th
 loop cannot honour is a 400 naming the field.
 
 The checkpoint is the tiny Qwen3-Omni with a random talker and code2wav
-(scripts/checkpoints/omni.py, "talker"); a random talker never ends on its own, so the server
+(worker/tiny_models/omni.py, "talker"); a random talker never ends on its own, so the server
 bounds it with `--talker-max-frames` (40 frames: 3.2 s at 24 kHz).
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 import openai
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import model_name, openai_client
+from worker.tiny_models import ensure_checkpoint
 
 MAX_TOKENS = 12
 FRAMES = 40

@@ -96,6 +96,18 @@ def test_streamed_tool_call_arrives_as_incremental_tool_call_deltas(default_serv
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
 
 
+def test_a_template_without_tools_sees_them_and_forced_calls_work(llama_server, llama_path):
+    """The tiny llama's template never renders tools (as SmolLM2's): the gateway still sends
+    them, the worker writes them into the prompt as a Hermes block, and calls are read back."""
+    plain = create(llama_server, llama_path, max_tokens=1)
+    tooled = create(llama_server, llama_path, tools=TOOLS, max_tokens=1)
+    assert tooled.usage.prompt_tokens > plain.usage.prompt_tokens + 50
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    choice = create(llama_server, llama_path, tools=TOOLS, tool_choice=named).choices[0]
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and valid_weather(call.function.arguments)
+
+
 def test_tool_result_round_trip(default_server, qwen3_path):
     named = {"type": "function", "function": {"name": "get_weather"}}
     first = create(default_server, qwen3_path, tools=TOOLS, tool_choice=named).choices[0]

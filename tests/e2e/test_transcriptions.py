@@ -1,5 +1,5 @@
 """Speech in end to end: the real `serve` with a Whisper checkpoint (alone, or next to a chat
-model with `--asr-model`), the openai SDK and plain HTTP.
+model with `--transcription-model`), the openai SDK and plain HTTP.
 
 The server's text must equal a direct mlx-audio transcription of the same file in this
 process; every response format must parse; streamed deltas must join to the final text; every
@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.stt_audio import SENTENCES, concat_wavs, duration, encode, speech_wav
 from tests.support.subtitles import parse_srt, parse_vtt
+from worker.tiny_models import ensure_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_streamed_deltas_join_to_the_final_text(asr, model, audio, direct):
 
 
 def test_word_timestamps_in_verbose_json(asr, model, audio):
-    # Equality with mlx-audio's word timings is a unit test (test_stt_engine); here: the words
+    # Equality with mlx-audio's word timings is a unit test (test_transcription_engine); here: the words
     # reach the response, in order, within the audio.
     r = post(
         asr,
@@ -143,6 +143,31 @@ def test_every_response_format_parses(asr, model, audio, direct, fmt):
     else:
         cues = parse_vtt(r.text)
         assert " ".join(c[2] for c in cues) == " ".join(text.split())
+
+
+@pytest.mark.parametrize("fmt", ["verbose_json", "srt", "vtt"])
+def test_a_sine_gives_valid_timed_formats_inside_the_clip(asr, model, tmp_path, fmt):
+    """Random weights on a tone: statistics that are not numbers are null (a 500 before),
+    cues in order and inside the clip."""
+    import numpy as np
+
+    from tests.support.stt_audio import write_wav
+
+    seconds = 2.5
+    t = np.arange(int(16000 * seconds)) / 16000
+    sine = write_wav(tmp_path / "sine.wav", (0.3 * np.sin(2 * np.pi * 440 * t)).astype("float32"))
+    words = {"timestamp_granularities": "word"} if fmt == "verbose_json" else {}
+    r = post(asr, sine, model=model, response_format=fmt, **words)
+    assert r.status_code == 200, r.text
+    if fmt == "verbose_json":
+        times = [(s["start"], s["end"]) for s in r.json()["segments"]]
+    elif fmt == "srt":
+        times = [(start, end) for _, start, end, _ in parse_srt(r.text)]
+    else:
+        times = [(start, end) for start, end, _ in parse_vtt(r.text)]
+    starts = [start for start, _ in times]
+    assert starts == sorted(starts)
+    assert all(0 <= start <= end <= seconds for start, end in times), times
 
 
 def test_openai_sdk_transcription_and_translation(asr, audio, direct):
@@ -227,7 +252,7 @@ def chat_and_asr(start_server, qwen3_path, whisper_path):
     """A chat model with Whisper next to it, and a small upload limit (0.5 MB)."""
     return start_server(
         qwen3_path,
-        "--asr-model",
+        "--transcription-model",
         whisper_path,
         "--max-body-mb",
         "0.5",

@@ -11,10 +11,10 @@ import base64
 import anthropic
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import model_name, openai_client
 from tests.support.vision import mlx_vlm_message, openai_image_message, png
+from worker.tiny_models import ensure_checkpoint
 
 MAX_TOKENS = 24
 QUESTION = "What is in this picture?"

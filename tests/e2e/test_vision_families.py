@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support import direct
 from tests.support.server import ServerProcess, model_name, openai_client
 from tests.support.vision import mlx_vlm_message, openai_image_message, png
+from worker.tiny_models import ensure_checkpoint
 
 MAX_TOKENS = 16
 QUESTION = "What is in this picture?"

@@ -1,7 +1,7 @@
 """Direct mlx-lm and mlx-audio calls in a child process that has the worker's BLAS.
 
 A server started with the default `--blas auto` runs its worker with OpenBLAS preloaded
-(launch/blas.py); the test process has the mlx wheel's reference BLAS, whose float32 matmuls
+(protocol/launch/blas.py); the test process has the mlx wheel's reference BLAS, whose float32 matmuls
 are ~30x slower and round differently. Real weights make both matter: a direct run in the
 test process would take minutes, and a near tie between two tokens could go either way.
 `DirectProcess` runs the references in `python -m tests.support.direct_process` with the
@@ -17,6 +17,10 @@ Operations (what a user of the library writes, nothing of the server's code):
   `dtype="float32"` the model is built the way mlx-audio's loader builds it (config ->
   `Model(dims, dtype)` -> sanitize -> load_weights -> post_load_hook), with float32 for the
   float16 it always passes, and decodes with `fp16=False`.
+- `kokoro`: mlx-audio's loader and, per chunk of phonemes, its Kokoro model called as its
+  pipeline calls it (`KokoroPipeline.infer`: `model(phonemes, pack[len(phonemes) - 1],
+  speed)`), after `mx.random.seed(seed)`; the audio as the float samples or as int16 PCM. With
+  `fast`, its decoder has the worker's faster CPU operations (worker/speech/kokoro_fast.py).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from launch.blas import blas_environment
+from protocol.launch.blas import blas_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,11 +75,19 @@ class DirectProcess:
             raise DirectError(reply["error"])
         return reply
 
-    def chat(self, path: str, messages: list[dict], max_tokens: int) -> dict[str, Any]:
-        return self.call("chat", path=path, messages=messages, max_tokens=max_tokens)
+    def chat(
+        self, path: str, messages: list[dict], max_tokens: int, tools: list[dict] | None = None
+    ) -> dict[str, Any]:
+        return self.call("chat", path=path, messages=messages, max_tokens=max_tokens, tools=tools)
 
     def transcribe(self, path: str, file: Path, dtype: str = "auto", **options) -> dict[str, Any]:
         return self.call("transcribe", path=path, file=str(file), dtype=dtype, options=options)
+
+    def kokoro(self, path: str, chunks: list[str], voice: str, seed: int, **options: Any) -> bytes:
+        import base64
+
+        reply = self.call("kokoro", path=path, chunks=chunks, voice=voice, seed=seed, **options)
+        return base64.b64decode(reply["audio"])
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -102,12 +114,14 @@ def _lm(path: str):
     return _models["lm", path]
 
 
-def _chat(path: str, messages: list[dict], max_tokens: int) -> dict[str, Any]:
+def _chat(
+    path: str, messages: list[dict], max_tokens: int, tools: list[dict] | None = None
+) -> dict[str, Any]:
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
     model, tokenizer = _lm(path)
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True)
     tokens, text, last = [], "", None
     for last in stream_generate(
         model, tokenizer, prompt, max_tokens=max_tokens, sampler=make_sampler(0.0)
@@ -157,6 +171,38 @@ def _transcribe(path: str, file: str, dtype: str, options: dict[str, Any]) -> di
     return {"text": result.text.strip(), "language": result.language, "segments": segments}
 
 
+def _kokoro(path: str, chunks: list[str], voice: str, seed: int, speed: float = 1.0,
+            pcm16: bool = True, fast: bool = False) -> dict[str, Any]:  # fmt: skip
+    import base64
+
+    import mlx.core as mx
+    import numpy as np
+
+    from worker.speech import kokoro_fast
+
+    kokoro_fast.install() if fast else kokoro_fast.uninstall()
+
+    if ("kokoro", path) not in _models:
+        from mlx_audio.tts.utils import load_model
+
+        _models["kokoro", path] = load_model(Path(path))
+    model = _models["kokoro", path]
+    pack = mx.load(str(Path(path) / "voices" / f"{voice}.safetensors"))["voice"]
+    mx.random.seed(seed)
+    audio = [
+        np.asarray(model(ps, pack[len(ps) - 1], speed, return_output=True).audio[0], np.float32)
+        for ps in chunks
+    ]
+    joined = np.concatenate(audio)
+    if pcm16:  # as the worker sends it (worker/speech/audio.py)
+        from worker.speech.audio import to_pcm16
+
+        data = b"".join(to_pcm16(a) for a in audio)
+    else:
+        data = joined.tobytes()
+    return {"audio": base64.b64encode(data).decode(), "samples": int(joined.size)}
+
+
 def main() -> None:
     import traceback
 
@@ -164,7 +210,7 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    ops = {"chat": _chat, "transcribe": _transcribe}
+    ops = {"chat": _chat, "transcribe": _transcribe, "kokoro": _kokoro}
     for line in sys.stdin:
         request = json.loads(line)
         op = ops[request.pop("op")]

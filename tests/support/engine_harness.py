@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine.client import WorkerEngineClient
+from gateway.workers.client import WorkerEngineClient
 from protocol import Endpoints
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta
@@ -46,6 +46,7 @@ class FakeWorkers:
 
     def __init__(self, tmp_path: Path, *extra: str) -> None:
         self.events_file = tmp_path / "events.jsonl"
+        self.observations_file = tmp_path / "observations.json"
         self.extra = list(extra)
         self.behaviour: dict[str, list[str]] = {}
 
@@ -62,9 +63,15 @@ class FakeWorkers:
             "--heartbeat-interval", str(config.heartbeat_interval),
             "--log-level", config.log_level,
             "--events", str(self.events_file),
+            "--observations", str(self.observations_file),
             *self.extra,
             *self.behaviour.get(path, []),
         ]  # fmt: skip
+
+    def observed(self) -> dict[str, Any]:
+        """What the fake worker saw (aborted, submitted, http_request_ids, peak_active), as it
+        wrote it at its last stats call."""
+        return json.loads(self.observations_file.read_text())
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         if not self.events_file.exists():

@@ -1,4 +1,4 @@
-"""A scripted in-process `EngineClient` (gateway/engine/protocol.py), for the gateway HTTP tests.
+"""A scripted in-process `EngineClient` (gateway/workers/protocol.py), for the gateway HTTP tests.
 
 Each request replays `engine.script`: a list of batches (lists of Delta), where `HANG` waits
 forever (until the request is cancelled), a `Sleep` waits that long and an exception instance
@@ -13,8 +13,8 @@ import copy
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.engine.errors import EngineUnavailable
-from gateway.engine.request_stream import RequestStream
+from gateway.workers.errors import EngineUnavailable
+from gateway.workers.request_stream import RequestStream
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, TokenizeArgs, Usage
 from protocol.ready import (
@@ -201,3 +201,15 @@ def make_client(engine: FakeEngine | None = None, **overrides: Any) -> Any:
 
     app = create_app(config(**overrides), engine or FakeEngine())
     return TestClient(app, raise_server_exceptions=False)
+
+
+def fake_checkpoint(directory: Any) -> Any:
+    """Make `directory` look like a checkpoint to the gateway's checks (a config.json and a
+    weights file); nothing loads it (the fake engine swaps to it by name)."""
+    from pathlib import Path
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    (path / "model.safetensors").write_bytes(b"")
+    return path

@@ -51,6 +51,7 @@ from protocol.messages import (  # noqa: E402
     Step,
     Submit,
     Usage,
+    WorkerCounters,
 )
 from protocol.ready import Capability, TextInfo  # noqa: E402
 
@@ -65,6 +66,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--heartbeat-interval", type=float, default=0.5)
     p.add_argument("--log-level", default="info")
     p.add_argument("--events")
+    p.add_argument("--observations", help="on each stats call, write what it saw here (JSON)")
     p.add_argument("--token-interval", type=float, default=0.02)
     p.add_argument("--fail-load")
     p.add_argument("--exit-at-load", type=int)
@@ -216,24 +218,31 @@ class FakeWorker:
 
     def control(self, call: ControlCall) -> None:
         if call.method == ControlMethod.STATS:
-            result = {
-                "pid": os.getpid(),
-                "model": self.args.model,
-                "active": len(self.active),
-                "peak_active": self.peak_active,
-                "requests_aborted": len(self.aborted),
-                "aborted": self.aborted,
-                "submitted": self.submitted,
-                "http_request_ids": self.http_request_ids,
-                "tokens_generated": self.tokens,
-                "prefix_cache_queries": len(self.submitted),  # a total, as the real one's
-            }
-            self.send(ControlReply(call.call_id, True, result))
+            if self.args.observations:  # what only a fake sees, for the tests (engine_harness)
+                seen = {
+                    "peak_active": self.peak_active,
+                    "aborted": self.aborted,
+                    "submitted": self.submitted,
+                    "http_request_ids": self.http_request_ids,
+                }
+                partial = f"{self.args.observations}.{os.getpid()}"
+                with open(partial, "w") as f:
+                    json.dump(seen, f)
+                os.replace(partial, self.args.observations)
+            counters = WorkerCounters(
+                model=self.args.model, pid=os.getpid(), active=len(self.active), waiting=0,
+                active_request_ids=list(self.active), requests_total=len(self.submitted),
+                requests_aborted=len(self.aborted), tokens_generated=self.tokens,
+                prompt_tokens=0, prefix_cache_queries=len(self.submitted),  # a total, as real
+                prefix_cache_hits=0, prefill_tokens_in_decode_steps=0, speech_seconds=0.0,
+                transcribed_seconds=0.0,
+            )  # fmt: skip
+            self.send(ControlReply(call.call_id, True, stats=counters))
         elif call.method == ControlMethod.SHUTDOWN:
-            self.send(ControlReply(call.call_id, True, {}))
+            self.send(ControlReply(call.call_id, True))
             self.exit(0)
         else:
-            self.send(ControlReply(call.call_id, False, None, f"unknown method {call.method}"))
+            self.send(ControlReply(call.call_id, False, f"unknown method {call.method}"))
 
     def hang(self) -> None:
         self.record("hang")

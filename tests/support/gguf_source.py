@@ -74,7 +74,7 @@ def pre_tokenizer(pre: str) -> Any:
 
     # The real checkpoints' regexes, as the project's tiny checkpoints copy them (not the
     # converter's own constants: the test compares the two).
-    from scripts.checkpoints.tokenizer import LLAMA3_PRETOKENIZE_REGEX, QWEN2_PRETOKENIZE_REGEX
+    from worker.tiny_models.tokenizer import LLAMA3_PRETOKENIZE_REGEX, QWEN2_PRETOKENIZE_REGEX
 
     if pre == "smollm":
         return pre_tokenizers.Sequence(

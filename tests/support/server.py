@@ -15,6 +15,7 @@ import openai
 
 CLI = str(Path(sys.executable).with_name("vllm-omni-mlx"))
 API_KEY = "test-key-0123456789"  # what the e2e servers require
+ADMIN_KEY = "test-admin-key-9876543210"  # and what their admin routes require
 
 
 def free_port() -> int:
@@ -26,26 +27,41 @@ def free_port() -> int:
 class ServerProcess:
     """One gateway process (which spawns its worker), its log file and its base URL."""
 
-    def __init__(self, args: list[str], log_path: Path, api_key: str | None = None):
+    def __init__(
+        self,
+        args: list[str],
+        log_path: Path,
+        api_key: str | None = None,
+        admin_key: str | None = None,
+        cwd: Path | None = None,
+    ):
         self.port = free_port()
         self.api_key = api_key
+        self.admin_key = admin_key
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         cmd = [CLI, "serve", *args, "--port", str(self.port), "--log-level", "info"]
         if api_key:
             cmd += ["--api-key", api_key]
+        if admin_key:
+            cmd += ["--admin-key", admin_key]
         self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """For /v1/admin/models/* (the admin key; the API key does not open them)."""
+        return {"Authorization": f"Bearer {self.admin_key}"} if self.admin_key else {}
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def health(self) -> httpx.Response:
-        return httpx.get(f"{self.url}/health", timeout=5)
+        return httpx.get(f"{self.url}/health", headers=self.headers, timeout=5)
 
     def wait_healthy(self, timeout: float = 180.0) -> dict:
         deadline = time.monotonic() + timeout

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fake_engine import FakeEngine
+from tests.support.fake_engine import FakeEngine, fake_checkpoint
 from tests.support.fake_server import FakeServer
 
 
 @pytest.fixture
-def no_serving(monkeypatch):
-    """`serve` wired to a recording engine class and a server that returns at once."""
+def no_serving(monkeypatch, tmp_path):
+    """`serve` wired to a recording engine class and a server that returns at once; the
+    test's `tmp_path` looks like a checkpoint (config.json and weights), so `serve tmp_path`
+    gets past the checkpoint check."""
     import uvicorn
 
-    import gateway.engine.client
+    import gateway.workers.client
 
     engines = []
 
@@ -23,7 +25,8 @@ def no_serving(monkeypatch):
             self.config = config
             engines.append(self)
 
+    fake_checkpoint(tmp_path)
     FakeServer.instances.clear()
-    monkeypatch.setattr(gateway.engine.client, "WorkerEngineClient", RecordingEngine)
+    monkeypatch.setattr(gateway.workers.client, "WorkerEngineClient", RecordingEngine)
     monkeypatch.setattr(uvicorn, "Server", FakeServer)
     return engines

@@ -9,7 +9,7 @@ import json
 import anthropic
 import pytest
 
-from gateway.engine.errors import EngineUnavailable, WorkerRejected
+from gateway.workers.errors import EngineUnavailable, WorkerRejected
 from protocol.messages import Delta, ToolCallDelta, Usage
 from tests.support.fake_engine import FakeEngine, accepted, failure, finish, make_client, text
 from tests.support.sdk_clients import anthropic_client

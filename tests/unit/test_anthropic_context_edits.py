@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gateway.anthropic.context_edits import (
+from gateway.api.anthropic_messages.context_edits import (
     CLEARED_RESULT,
     ClearThinking,
     apply_edits,

@@ -24,7 +24,7 @@ from anthropic.types.beta import message_count_tokens_params as beta_count_param
 from anthropic.types.beta import message_create_params as beta_create_params
 from typing_extensions import is_typeddict
 
-from gateway.anthropic.requests import parse_count, parse_create
+from gateway.api.anthropic_messages.requests import parse_count, parse_create
 from gateway.http.errors import APIError
 from tests.support.fake_engine import FakeEngine, make_client
 
@@ -142,6 +142,75 @@ def test_every_variant_and_key_of_the_configuration_objects_is_known(field, vari
         assert exc.code != "unknown_parameter", exc.message
 
 
+def message_cases() -> list[tuple[str, type, str | None]]:
+    """(where, variant, optional key or None) for every message variant (user, assistant,
+    system) and every content block variant of a user or assistant message."""
+    found = hints(beta_create_params.MessageCreateParamsBase)
+    messages = variants(found["messages"])
+    cases: list[tuple[str, type, str | None]] = []
+    for message in messages:
+        cases.append(("message", message, None))
+        cases += [("message", message, key) for key in sorted(message.__optional_keys__)]
+    user = next(m for m in messages if get_args(hints(m)["role"]) == ("user",))
+    for block in variants(hints(user)["content"]):
+        cases.append(("block", block, None))
+        cases += [("block", block, key) for key in sorted(block.__optional_keys__)]
+    return cases
+
+
+def _literal(variant: type, key: str) -> Any:
+    return get_args(hints(variant)[key])[0]
+
+
+def _message_request(where: str, variant: type, key: str | None) -> Any:
+    # The SDK's `Required[...]` is lost to `from __future__ import annotations` (every key
+    # reads as optional): the discriminating `role` / `type` are set from their Literal.
+    if where == "message":
+        role = _literal(variant, "role")
+        value = {"role": role} if role == "system" else {"role": role, "content": "x"}
+    else:
+        value = {"type": _literal(variant, "type")}
+    if key is not None and key not in ("role", "type"):
+        value[key] = sample(hints(variant)[key])
+    if where == "block":
+        for role in ("user", "assistant"):
+            yield {**BASE, "messages": [{"role": role, "content": [value]}, *USER]}
+        return
+    yield {**BASE, "messages": [value, *USER] if value["role"] != "user" else [value]}
+
+
+@pytest.mark.parametrize(
+    ("where", "variant", "key"),
+    message_cases(),
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_every_message_and_content_block_field_of_the_sdk_is_known(where, variant, key):
+    """Claude Code 2.1 sends `role: "system"` messages with `output_config` (beta
+    per-turn-control): every key the SDK's message types have is honoured, accepted or
+    refused by name, never an unknown field."""
+    for body in _message_request(where, variant, key):
+        try:
+            parse_create(body)
+        except APIError as exc:
+            assert exc.status == 400
+            assert exc.code != "unknown_parameter", exc.message
+
+
+def test_a_system_message_with_only_output_config_adds_nothing_and_clear_at_retires_one():
+    turn = {"role": "system", "output_config": {"effort": "medium"}}
+    plain = parse_create({**BASE, "messages": [*USER]}).generation.inputs.messages
+    with_turn = parse_create({**BASE, "messages": [*USER, turn]}).generation.inputs.messages
+    assert with_turn == plain
+    note = {"role": "system", "content": "be brief", "clear_at": "next_user_message"}
+    # It follows the user turn it is for; a later user turn retires it.
+    shown = parse_create({**BASE, "messages": [*USER, note]}).generation.inputs.messages
+    retired = parse_create(
+        {**BASE, "messages": [*USER, note, {"role": "assistant", "content": "ok"}, *USER]}
+    ).generation.inputs.messages
+    assert {"role": "system", "content": "be brief"} in shown
+    assert all(m.get("content") != "be brief" for m in retired)
+
+
 @pytest.mark.parametrize("field", sorted(ACCEPTED))
 def test_accepted_fields_are_accepted_with_the_sdk_types_values(field):
     value = sample(hints(beta_create_params.MessageCreateParamsBase)[field])
@@ -186,3 +255,10 @@ def test_the_sdk_sends_a_beta_request_as_claude_code_does():
         )
     assert message.context_management.applied_edits == []
     assert message.content[0].text == "Hello"
+
+
+@pytest.mark.parametrize("role", [{}, [], 3, None])
+def test_a_role_that_is_not_a_string_is_a_400(role):
+    with pytest.raises(APIError) as caught:
+        parse_create({**BASE, "messages": [{"role": role, "content": "x", "clear_at": "never"}]})
+    assert caught.value.status == 400 and "role" in caught.value.message

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.anthropic.requests import parse_count, parse_create
+from gateway.api.anthropic_messages.requests import parse_count, parse_create
 from gateway.http.errors import APIError
 from protocol.inputs import JsonSchema
 
@@ -197,7 +197,9 @@ def test_output_config_format_becomes_a_json_schema_constraint():
     got = create(
         output_config={"effort": "low", "format": {"type": "json_schema", "schema": schema}}
     )
-    assert got.generation.sampling.constraint == JsonSchema(schema)
+    assert got.generation.sampling.constraint == JsonSchema(
+        schema, field="output_config.format.schema"
+    )
 
 
 def test_fields_the_sdk_sends_are_accepted():
@@ -256,3 +258,13 @@ def test_count_tokens_takes_prompt_fields_only():
     with pytest.raises(APIError) as info:
         parse_count({"model": "tiny", "messages": USER, "max_tokens": 5})
     assert info.value.param == "max_tokens"
+
+
+def test_thinking_display_updates_is_served_as_summarized():
+    from gateway.api.anthropic_messages.requests import parse_create
+
+    body = {"model": "tiny", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    updates = parse_create({**body, "thinking": {"type": "adaptive", "display": "updates"}})
+    summarized = parse_create({**body, "thinking": {"type": "adaptive", "display": "summarized"}})
+    assert updates.omit_thinking is summarized.omit_thinking is False
+    assert updates.generation.inputs == summarized.generation.inputs

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.omni_audio import mp3_bytes, wav_bytes
 from tests.support.vision import chat_submit, png, run_all
+from worker.tiny_models import ensure_checkpoint
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

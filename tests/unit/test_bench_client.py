@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bench.report import rows
-from bench.runner import BenchConfig, run_bench
+from gateway.cli.bench.report import rows
+from gateway.cli.bench.runner import BenchConfig, run_bench
 from gateway.cli.main import main
 
 OVERHEAD = 5  # the fake's "template" tokens; each word is one token
@@ -247,7 +247,7 @@ def test_bench_command_reports_an_unreachable_server():
 def test_the_bench_client_imports_no_mlx_or_transformers():
     forbidden = ("mlx", "mlx_lm", "mlx_vlm", "mlx_audio", "transformers")
     code = (
-        "import sys, bench.command, bench.report, bench.runner\n"
+        "import sys, gateway.cli.bench.command, gateway.cli.bench.report, gateway.cli.bench.runner\n"
         f"print([m for m in sys.modules if m.split('.')[0] in {forbidden!r}])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

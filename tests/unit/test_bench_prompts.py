@@ -1,10 +1,10 @@
-"""Prompts of a requested token count built without a tokenizer (bench.prompts)."""
+"""Prompts of a requested token count built without a tokenizer (gateway.cli.bench.prompts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.prompts import Calibration, ConversationPlan, PromptFactory
+from gateway.cli.bench.prompts import Calibration, ConversationPlan, PromptFactory
 
 
 def test_calibration_is_the_line_through_two_measurements():

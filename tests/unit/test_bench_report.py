@@ -1,4 +1,4 @@
-"""Rows, table, JSON and CSV of a benchmark report (bench.report), from made-up runs."""
+"""Rows, table, JSON and CSV of a benchmark report (gateway.cli.bench.report), from made-up runs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from bench.client import RequestResult
-from bench.prompts import Calibration
-from bench.report import csv_fields, rows, table, write_csv, write_json
-from bench.runner import BenchConfig, BenchReport, LevelRun, RequestRecord
+from gateway.cli.bench.client import RequestResult
+from gateway.cli.bench.prompts import Calibration
+from gateway.cli.bench.report import csv_fields, rows, table, write_csv, write_json
+from gateway.cli.bench.runner import BenchConfig, BenchReport, LevelRun, RequestRecord
 
 
 def result(ttft: float, times: list[float], tokens: int, error: str | None = None):

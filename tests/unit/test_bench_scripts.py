@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.anthropic.requests import parse_create
-from gateway.openai.requests import parse_chat
+from gateway.api.anthropic_messages.requests import parse_create
+from gateway.generation.chat_body import parse_chat
 from scripts.agent_session_anthropic import anthropic_body
 from scripts.bandwidth_bound import kv_bytes_per_token
 from scripts.bench_agent_session import KEEP_RESULTS, Session
-from scripts.checkpoints.real_size import SHAPES, parameters
+from worker.tiny_models.real_size import SHAPES, parameters
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""The benchmark client's incremental server-sent-events parser (bench.sse)."""
+"""The benchmark client's incremental server-sent-events parser (gateway.cli.bench.sse)."""
 
 from __future__ import annotations
 
-from bench.sse import SSEParser
+from gateway.cli.bench.sse import SSEParser
 
 
 def test_event_split_across_reads_is_returned_once_complete():

@@ -1,10 +1,10 @@
-"""Percentiles and summaries of the benchmark client (bench.stats)."""
+"""Percentiles and summaries of the benchmark client (gateway.cli.bench.stats)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.stats import percentile, summarize
+from gateway.cli.bench.stats import percentile, summarize
 
 
 def test_percentile_interpolates_linearly_between_ranks():

@@ -16,7 +16,6 @@ from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from protocol.messages import FinishReason
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat
 from tests.support.inputs import constraint as as_constraint
 from tests.support.schema_check import validate
@@ -25,6 +24,7 @@ from worker.text.constraints.think_gate import ThinkGate
 from worker.text.features import build_features, configure
 from worker.text.model import load_text_model
 from worker.text.prompts import chat_prompt_tokens
+from worker.tiny_models import ensure_checkpoint
 
 NO_THINKING = {"enable_thinking": False}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]

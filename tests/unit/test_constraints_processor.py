@@ -11,14 +11,14 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import constraint as as_constraint
 from worker.text.constraints.close_out import close_out_candidates
-from worker.text.constraints.grammars import response_format_grammar
+from worker.text.constraints.grammars import constraint_grammar
 from worker.text.constraints.llg import compile_matcher, ll_tokenizer
 from worker.text.constraints.processor import ConstraintProcessor
 from worker.text.constraints.think_gate import ThinkGate
 from worker.text.model import load_text_model
+from worker.tiny_models import ensure_checkpoint
 
 PROMPT = [1, 2, 3]
 
@@ -29,7 +29,7 @@ def tokenizer():
 
 
 def processor(tokenizer, constraint, **kwargs) -> ConstraintProcessor:
-    grammar, field = response_format_grammar(as_constraint(constraint))
+    grammar, field = constraint_grammar(as_constraint(constraint))
     matcher = compile_matcher(tokenizer, grammar, field)
     words = (ll_tokenizer(tokenizer).vocab_size + 31) // 32
     return ConstraintProcessor(matcher, words, sorted(tokenizer.eos_token_ids), **kwargs)

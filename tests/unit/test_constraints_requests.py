@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.inputs import Choice, Grammar, JsonSchema, Regex
 from protocol.messages import ErrorCode
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat, complete, constraint
 from worker.runtime.errors import RequestError
 from worker.text.constraints.grammars import closed_objects
 from worker.text.features import build_features, configure
 from worker.text.model import load_text_model
 from worker.text.prompts import chat_prompt_tokens
+from worker.tiny_models import ensure_checkpoint
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 TOOL = {
@@ -57,6 +58,31 @@ def test_tools_with_auto_choice_parse_calls_without_constraining(qwen3):
     assert result.logits_processors == []
     delta = result.parser.feed('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')
     assert delta.tool_calls[0].name == "get_weather"
+
+
+BARE_CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+@pytest.mark.parametrize("choice", ["auto", "none"])
+def test_a_bare_json_call_is_a_call_unless_tool_choice_is_none(qwen3, choice):
+    """The Hermes family reads a reply that is the bare call object (Qwen2.5-Coder's GGUFs
+    answer so: worker/text/parsers/bare_json.py), only when calls are allowed at all."""
+    parser = features(qwen3, {"tools": [TOOL], "tool_choice": choice}).parser
+    delta = parser.feed(BARE_CALL)
+    tail, finish = parser.finish("stop")
+    content = delta.content + tail.content
+    calls = [*delta.tool_calls, *tail.tool_calls]
+    if choice == "none":
+        assert content == BARE_CALL and calls == [] and finish == "stop"
+    else:
+        assert content == "" and calls[0].name == "get_weather" and finish == "tool_calls"
+
+
+def test_a_bare_json_object_without_tools_is_content(qwen3):
+    parser = features(qwen3, {}).parser
+    delta = parser.feed(BARE_CALL)
+    tail, _ = parser.finish("stop")
+    assert delta.content + tail.content == BARE_CALL and not delta.tool_calls
 
 
 def test_tool_choice_none_parses_no_calls(qwen3):
@@ -109,14 +135,60 @@ def test_unsupported_requests_are_bad_requests_naming_the_problem(qwen3, inputs,
     assert named in bad_request(qwen3, inputs, constraint)
 
 
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        Regex("(yes|no), [0-9]{1,3}", "guided_regex"),
+        Choice(["red", "green", "blue"], "structured_outputs.choice"),
+        Grammar('start: "The answer is " ANSWER "."\nANSWER: "yes" | "no"', "guided_grammar"),
+    ],
+    ids=lambda c: type(c).__name__,
+)
+def test_regex_choice_and_grammar_constraints_get_a_processor(qwen3, constraint):
+    assert features(qwen3, {}, constraint).logits_processors
+
+
+@pytest.mark.parametrize(
+    "constraint, named",
+    [
+        (Regex("(ab", "structured_outputs.regex"), "structured_outputs.regex cannot be enforced"),
+        (Grammar("start: foo", "guided_grammar"), "guided_grammar cannot be enforced"),
+        (JsonSchema({"type": "strin"}, field="guided_json"), "guided_json cannot be enforced"),
+        (Grammar("start: start", "guided_grammar"), "guided_grammar cannot be enforced"),
+        (Regex("[^\\x00-\\x{10FFFF}]", "guided_regex"), "it matches no output"),
+    ],
+    ids=lambda c: type(c).__name__ if not isinstance(c, str) else "",
+)
+def test_a_constraint_that_cannot_compile_is_a_bad_request_naming_its_field(
+    qwen3, constraint, named
+):
+    assert named in bad_request(qwen3, {}, constraint)
+
+
+def test_a_forced_call_with_a_regex_is_a_bad_request_naming_the_regex(qwen3):
+    inputs = {"tools": [TOOL], "tool_choice": "required"}
+    assert "guided_regex" in bad_request(qwen3, inputs, Regex("a+", "guided_regex"))
+
+
 def test_an_unimplemented_keyword_is_ignored_without_strict(qwen3):
     schema = {"type": "array", "uniqueItems": True}
     constraint = {"type": "json_schema", "schema": schema, "strict": False}
     assert features(qwen3, {}, constraint).logits_processors
 
 
-def test_tools_on_a_model_without_a_tool_format_are_a_bad_request(llama):
-    assert "tools" in bad_request(llama, {"tools": [TOOL]})
+def test_tools_on_a_template_without_tools_get_the_hermes_fallback(llama):
+    """The tiny llama's template never renders tools: they are written into the prompt as a
+    Hermes block (worker/text/tool_fallback.py) and a forced call uses Hermes' grammar."""
+    assert features(llama, {"tools": [TOOL]}).parser is not None
+    assert features(llama, {"tools": [TOOL], "tool_choice": "required"}).logits_processors
+
+
+def test_tools_with_parsing_switched_off_on_a_tool_template_are_a_bad_request(qwen3):
+    configure(None, "none", qwen3.tokenizer)
+    try:
+        assert "tools are not supported" in bad_request(qwen3, {"tools": [TOOL]})
+    finally:
+        configure(None, None, qwen3.tokenizer)
 
 
 def test_a_forced_call_in_a_syntax_without_grammar_is_a_bad_request(qwen3):

@@ -18,9 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convert import gguf_tensors
-from convert.errors import ConversionError
-from convert.from_gguf import convert_gguf
 from tests.support.gguf_source import (
     SPECIAL_TOKENS,
     TinyModel,
@@ -29,6 +26,9 @@ from tests.support.gguf_source import (
     reference_logits,
     write_tiny_gguf,
 )
+from worker.convert import gguf_tensors
+from worker.convert.errors import ConversionError
+from worker.convert.from_gguf import convert_gguf
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -261,8 +261,8 @@ def test_an_unsupported_architecture_is_a_conversion_error_naming_it(tmp_path):
 
 
 def test_a_sentencepiece_vocabulary_is_a_conversion_error(converted, tmp_path):
-    from convert.gguf_tensors import GgufFile
-    from convert.gguf_tokenizer import read_vocabulary
+    from worker.convert.gguf_tensors import GgufFile
+    from worker.convert.gguf_tokenizer import read_vocabulary
 
     source = GgufFile(converted["llama-tied"].gguf)
     source.metadata["tokenizer.ggml.model"] = "llama"

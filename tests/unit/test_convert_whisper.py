@@ -16,9 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convert.ct2_format import read_model_bin
-from convert.errors import ConversionError
-from convert.from_ct2 import convert_ct2_whisper, model_bin_parts
 from tests.support.ct2_source import (
     ALIASES,
     TIMESTAMPS,
@@ -30,6 +27,9 @@ from tests.support.ct2_source import (
     write_model_bin,
     write_tiny_whisper,
 )
+from worker.convert.ct2_format import read_model_bin
+from worker.convert.errors import ConversionError
+from worker.convert.from_ct2 import convert_ct2_whisper, model_bin_parts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gateway.cli import main as cli
 from gateway.config import ServerConfig
-from gateway.engine.distributed_worker import distributed_worker_command, launcher_arguments
+from gateway.workers.distributed_worker import distributed_worker_command, launcher_arguments
 from protocol.messages import ErrorCode, FinishReason
 from tests.support.scheduler_fakes import Harness, submit
 from worker.distributed.lockstep import Round, decode_round, encode_round
@@ -124,7 +124,7 @@ def test_a_hostfile_and_a_backend_go_to_mlx_launch(tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--ranks", "2", "--tts-model", "x"], "--tts-model does not go with a distributed"),
+        (["--ranks", "2", "--speech-model", "x"], "--speech-model does not go with a distributed"),
         (["--ranks", "2", "--ssd-cache-dir", "d"], "--ssd-cache-dir does not go with"),
         (["--ranks", "2", "--prefill-interleave", "1"], "--prefill-interleave (other than 0)"),
         (["--ranks", "2", "--omni"], "not --omni"),

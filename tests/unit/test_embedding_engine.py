@@ -9,11 +9,11 @@ import pytest
 
 from protocol.inputs import EmbedInputs
 from protocol.messages import FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.scheduler_fakes import FakeEngine, Harness, by_id, submit
 from worker.embedding.args import EmbeddingSettings
 from worker.embedding.engine import EmbeddingEngine
 from worker.embedding.models import load_embedding_model
+from worker.tiny_models import ensure_checkpoint
 
 TEXTS = [
     "What is the capital of France?",
@@ -143,6 +143,21 @@ def test_truncation_keeps_the_first_tokens_and_the_special_ones(bert):
     assert delta.usage.prompt_tokens == bert.checkpoint.max_input_tokens
     delta = run(engine, ("s", EmbedInputs([long_text, list(range(5, 50))], truncate=10)))["s"]
     assert delta.usage.prompt_tokens == 20
+
+
+def test_a_12_mb_input_is_refused_before_tokenizing_and_truncated_ones_keep_their_tokens(bert):
+    import time
+
+    engine = EmbeddingEngine(bert, EmbeddingSettings())
+    huge = "word " * 2_400_000
+    started = time.perf_counter()
+    delta = engine.admit(Submit("r", EmbedInputs(["ok", huge]), False))
+    assert time.perf_counter() - started < 0.5
+    assert delta.error is not None and "`input[1]` is at least" in delta.error.message
+    truncated = run(engine, ("t", EmbedInputs([huge], truncate=-1)))["t"]
+    whole = run(engine, ("w", EmbedInputs(["word " * 400], truncate=-1)))["w"]
+    assert truncated.usage.prompt_tokens == bert.checkpoint.max_input_tokens
+    assert np.array_equal(vectors(truncated), vectors(whole))
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """`POST /v1/embeddings` over the real app and a scripted engine: OpenAI's request shapes, the
 float and base64 answers, the limits and refusals that name their field, and which models
-embed (gateway/embeddings/, gateway/routes/embeddings.py)."""
+embed (gateway/embeddings/, gateway/api/embeddings/embeddings.py)."""
 
 from __future__ import annotations
 

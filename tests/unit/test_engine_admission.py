@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from gateway.engine.admission import Admission
-from gateway.engine.errors import EngineUnavailable, QueueFull
-from gateway.engine.request_stream import RequestStream
+from gateway.workers.admission import Admission
+from gateway.workers.errors import EngineUnavailable, QueueFull
+from gateway.workers.request_stream import RequestStream
 from protocol.messages import Delta, Usage
 from tests.support.engine_harness import async_test
 

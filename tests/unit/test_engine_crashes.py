@@ -111,7 +111,7 @@ async def test_a_worker_that_was_ready_is_restarted_after_every_crash_by_default
 
 
 def test_the_backoff_doubles_per_crash_up_to_its_cap():
-    from gateway.engine.supervisor import Supervisor
+    from gateway.workers.supervisor import Supervisor
 
     sup = Supervisor.__new__(Supervisor)
     sup.config = fast_config(restart_backoff_max=3.0)

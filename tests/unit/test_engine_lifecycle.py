@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from gateway.engine.client import WorkerEngineClient
-from gateway.engine.errors import EngineUnavailable
+from gateway.workers.client import WorkerEngineClient
+from gateway.workers.errors import EngineUnavailable
 from protocol.inputs import CompleteInputs
 from protocol.messages import PROTOCOL_VERSION
 from tests.support.engine_harness import (

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from gateway.engine.client import WorkerEngineClient
-from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.http.request_id import REQUEST_ID
+from gateway.workers.client import WorkerEngineClient
+from gateway.workers.errors import EngineUnavailable, QueueFull
 from protocol.inputs import CompleteInputs
 from tests.support.engine_harness import (
     FakeWorkers,
@@ -22,12 +22,18 @@ from tests.support.engine_harness import (
 )
 
 
-async def _stats_when(engine, predicate, timeout: float = 5.0) -> dict:
+async def _stats(engine, tmp_path) -> dict:
+    """The worker's counters, with what the fake worker saw (FakeWorkers.observed)."""
+    stats = await engine.worker_stats()
+    return {**stats, **FakeWorkers(tmp_path).observed()}
+
+
+async def _stats_when(engine, tmp_path, predicate, timeout: float = 5.0) -> dict:
     """Poll the worker's stats until `predicate` holds (the Abort travels asynchronously)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        stats = await engine.worker_stats()
+        stats = await _stats(engine, tmp_path)
         if predicate(stats) or loop.time() > deadline:
             return stats
         await asyncio.sleep(0.05)
@@ -54,7 +60,7 @@ async def test_leaving_the_context_early_aborts_the_request_at_the_worker(tmp_pa
                 if any(d.text for d in batch):
                     break
         assert engine.queue_stats()["in_flight"] == 0  # slot freed at once
-        stats = await _stats_when(engine, lambda s: s["aborted"])
+        stats = await _stats_when(engine, tmp_path, lambda s: s["aborted"])
     assert stats["aborted"] == [rid] and stats["active"] == 0
 
 
@@ -68,7 +74,7 @@ async def test_cancelled_request_task_aborts_and_frees_its_slot(tmp_path):
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert engine.queue_stats()["in_flight"] == 0
-        stats = await _stats_when(engine, lambda s: s["aborted"])
+        stats = await _stats_when(engine, tmp_path, lambda s: s["aborted"])
     assert len(stats["aborted"]) == 1 and stats["active"] == 0
 
 
@@ -84,7 +90,7 @@ async def test_at_most_max_num_seqs_run_and_past_the_queue_bound_queue_full(tmp_
             await collect(engine)
         assert info.value.retry_after is not None
         results = await asyncio.gather(*running)
-        stats = await engine.worker_stats()
+        stats = await _stats(engine, tmp_path)
     assert [r[-1].finish_reason for r in results] == ["length"] * 3
     assert len(stats["submitted"]) == 3 and stats["peak_active"] == 2
 
@@ -121,7 +127,7 @@ async def test_worker_stats_without_a_ready_worker_is_unavailable(tmp_path):
 
 
 def test_the_worker_client_and_the_http_tests_fake_are_both_engine_clients():
-    from gateway.engine.protocol import EngineClient
+    from gateway.workers.protocol import EngineClient
     from tests.support.fake_engine import FakeEngine
 
     assert isinstance(WorkerEngineClient(fast_config()), EngineClient)
@@ -143,6 +149,6 @@ async def test_worker_requests_carry_the_http_request_id_and_keep_their_own(tmp_
                     pass
         finally:
             REQUEST_ID.reset(token)
-        stats = await engine.worker_stats()
+        stats = await _stats(engine, tmp_path)
     assert stats["http_request_ids"] == ["trace-1", "trace-1"]
     assert len(set(stats["submitted"])) == 2 and "trace-1" not in stats["submitted"]

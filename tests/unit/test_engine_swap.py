@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.engine.errors import SwapFailed
+from gateway.workers.errors import SwapFailed
 from tests.support.engine_harness import (
     FakeWorkers,
     async_test,

@@ -15,9 +15,9 @@ import pytest
 from mlx_lm.models import gemma3_text
 from mlx_lm.models.cache import make_prompt_cache
 
-from scripts.checkpoints import ensure_checkpoint
 from worker.text.fused_forward import fusable, fused_logits
 from worker.text.model import load_text_model
+from worker.tiny_models import ensure_checkpoint
 
 ATOL = 2e-4  # float32 matmuls of different shapes may round differently
 
@@ -91,6 +91,25 @@ def test_several_chunk_rows_of_one_width_are_fed_together(model):
     mx.eval(got, [c.state for c in chunk])
 
     assert_close([got], [want])
+    assert_close(states(chunk), states(ref_chunk))
+
+
+def test_decode_rows_of_several_tokens_verify_in_the_fused_pass(model):
+    """Speculation verifies a token and its proposals per row: decode rows of width 3."""
+    decode = batch_cache(model, [list(range(5, 17)), list(range(40, 45))])
+    chunk = batch_cache(model, [list(range(60, 70))])
+    ref_decode, ref_chunk = copy.deepcopy(decode), copy.deepcopy(chunk)
+    step = mx.array([[7, 8, 9], [9, 3, 4]])
+    tokens = mx.array([list(range(100, 105))])
+
+    want = model(step, cache=ref_decode)
+    model(tokens, cache=ref_chunk)
+    got = fused_logits(model, step, decode, tokens, chunk)
+    mx.eval(got, [c.state for c in chunk])
+
+    assert got.shape == want.shape == (2, 3, want.shape[-1])
+    assert_close([got], [want])
+    assert_close(states(decode), states(ref_decode))
     assert_close(states(chunk), states(ref_chunk))
 
 

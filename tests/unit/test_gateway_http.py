@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.errors import SwapFailed
-from tests.support.fake_engine import FakeEngine, accepted, failure, finish, make_client, text
+from gateway.workers.errors import SwapFailed
+from tests.support.fake_engine import (
+    FakeEngine,
+    accepted,
+    failure,
+    fake_checkpoint,
+    finish,
+    make_client,
+    text,
+)
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -126,9 +134,17 @@ def test_worker_bad_request_error_is_400(engine, client):
 
 
 def test_worker_internal_error_is_500(engine, client):
-    engine.script = [accepted(), failure("worker_died", "gone")]
+    engine.script = [accepted(), failure("internal", "a bug")]
     response = client.post("/v1/chat/completions", json=CHAT)
     assert response.status_code == 500
+    assert error_of(response)["code"] == "internal"
+
+
+def test_a_request_whose_worker_died_is_a_503_to_retry(engine, client):
+    engine.script = [accepted(), text("x"), failure("worker_died", "gone")]
+    response = client.post("/v1/chat/completions", json=CHAT)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "2"
     assert error_of(response)["code"] == "worker_died"
 
 
@@ -234,8 +250,7 @@ def test_engine_starts_and_stops_with_the_app(engine):
 
 
 def test_admin_load_swaps_to_a_local_directory(engine, client, tmp_path):
-    model_dir = tmp_path / "other-model"
-    model_dir.mkdir()
+    model_dir = fake_checkpoint(tmp_path / "other-model")
     response = client.post("/v1/admin/models/load", json={"model": str(model_dir)})
     assert response.status_code == 200
     assert engine.swaps == [(str(model_dir), "other-model")]
@@ -243,6 +258,7 @@ def test_admin_load_swaps_to_a_local_directory(engine, client, tmp_path):
 
 
 def test_admin_load_passes_the_served_model_name(engine, client, tmp_path):
+    fake_checkpoint(tmp_path)
     client.post("/v1/admin/models/load", json={"model": str(tmp_path), "served_model_name": "m"})
     assert engine.swaps == [(str(tmp_path), "m")]
 
@@ -254,7 +270,66 @@ def test_admin_load_of_a_missing_directory_is_400(engine, client):
     assert engine.swaps == []
 
 
+@pytest.mark.parametrize("model", ["/etc", "/proc/self", "../..", "/does/not/exist", "empty"])
+def test_admin_load_of_anything_but_a_checkpoint_is_the_same_400_before_any_swap(
+    engine, client, tmp_path, model
+):
+    """An existing directory and a missing one get the same words, at once: the old 502 after
+    a drain told a caller which host directories exist (and cost a 4 s outage)."""
+    if model == "empty":
+        (tmp_path / "empty").mkdir()
+        model = str(tmp_path / "empty")
+    response = client.post("/v1/admin/models/load", json={"model": model})
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["param"] == "model" and error["code"] == "model_not_found"
+    assert error["message"] == (
+        f"`{model}` is not a model checkpoint this server can load (a directory with a "
+        "config.json and *.safetensors weights, or a hub repo id)"
+    )
+    assert engine.swaps == []
+
+
+def test_admin_load_outside_the_model_root_is_refused(tmp_path):
+    engine = FakeEngine()
+    inside, outside = fake_checkpoint(tmp_path / "root" / "m"), fake_checkpoint(tmp_path / "x")
+    with make_client(engine, model_root=str(tmp_path / "root")) as client:
+        refused = client.post("/v1/admin/models/load", json={"model": str(outside)})
+        escaped = client.post("/v1/admin/models/load", json={"model": f"{inside}/../../x"})
+        loaded = client.post("/v1/admin/models/load", json={"model": str(inside)})
+    assert refused.status_code == escaped.status_code == 400
+    assert loaded.status_code == 200 and engine.swaps == [(str(inside), "m")]
+
+
+ADMIN = {"Authorization": "Bearer boss"}
+USER = {"Authorization": "Bearer user"}
+
+
+def test_the_admin_key_alone_opens_the_model_routes(tmp_path):
+    engine = FakeEngine()
+    fake_checkpoint(tmp_path)
+    load = {"model": str(tmp_path)}
+    with make_client(engine, api_key="user", admin_key="boss") as client:
+        api = client.post("/v1/chat/completions", json=CHAT, headers=ADMIN)
+        as_user = client.post("/v1/admin/models/load", json=load, headers=USER)
+        as_nobody = client.post("/v1/admin/models/load", json=load)
+        as_admin = client.post("/v1/admin/models/load", json=load, headers=ADMIN)
+        stats = [client.get("/v1/admin/stats", headers=h).status_code for h in (USER, ADMIN)]
+    assert as_user.status_code == as_nobody.status_code == 401
+    assert as_admin.status_code == 200 and len(engine.swaps) == 1
+    assert stats == [200, 200] and api.status_code == 200
+
+
+def test_with_an_api_key_and_no_admin_key_the_model_routes_are_closed(tmp_path):
+    fake_checkpoint(tmp_path)
+    with make_client(api_key="user") as client:
+        response = client.post("/v1/admin/models/load", json={"model": str(tmp_path)}, headers=USER)
+    assert response.status_code == 403
+    assert "--admin-key" in error_of(response)["message"]
+
+
 def test_admin_load_failure_is_502(engine, client, tmp_path):
+    fake_checkpoint(tmp_path)
     engine.swap_error = SwapFailed("weights missing", restored=True)
     response = client.post("/v1/admin/models/load", json={"model": str(tmp_path)})
     assert response.status_code == 502
@@ -263,3 +338,20 @@ def test_admin_load_failure_is_502(engine, client, tmp_path):
 
 def test_admin_stats_returns_the_worker_stats(client):
     assert client.get("/v1/admin/stats").json() == {"active": 0, "waiting": 0}
+
+
+def test_keyless_health_says_only_the_state_and_the_key_adds_the_details():
+    with make_client(api_key="k") as client:
+        keyless = client.get("/health")
+        keyed = client.get("/health", headers={"Authorization": "Bearer k"})
+    assert keyless.json() == {"status": keyless.json()["status"]}
+    assert keyed.status_code == keyless.status_code
+    assert keyed.json()["status"] == keyless.json()["status"] and len(keyed.json()) > 1
+
+
+def test_keyless_root_leaves_out_the_version_and_the_models():
+    with make_client(api_key="k") as client:
+        keyless = client.get("/").json()
+        keyed = client.get("/", headers={"x-api-key": "k"}).json()
+    assert "version" not in keyless and "models" not in keyless
+    assert "version" in keyed and "models" in keyed

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.chat_completions.requests import parse_completion
+from gateway.generation.chat_body import parse_chat
 from gateway.http.errors import APIError
-from gateway.openai.requests import parse_chat, parse_completion
 from protocol.inputs import JsonObject, JsonSchema
 
 USER = [{"role": "user", "content": "hi"}]
@@ -152,7 +153,9 @@ def test_json_object_response_format_becomes_a_constraint():
 def test_json_schema_response_format_becomes_a_constraint():
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     fmt = {"type": "json_schema", "json_schema": {"name": "N", "schema": schema, "strict": True}}
-    assert chat(response_format=fmt).sampling.constraint == JsonSchema(schema, "N", True)
+    assert chat(response_format=fmt).sampling.constraint == JsonSchema(
+        schema, "N", True, "response_format.json_schema.schema"
+    )
 
 
 def test_text_response_format_is_no_constraint():

@@ -192,6 +192,18 @@ def test_completion_logprobs_are_in_legacy_shape():
     }
 
 
+def test_a_masked_token_logprob_of_minus_infinity_is_written_as_minus_9999():
+    masked = [Delta("r", text="a", token_ids=[5],
+                    logprobs=[TokenLogprob(5, "a", 0.0, [[5, "a", 0.0], [6, "b", float("-inf")]])])]  # fmt: skip
+    chat = post(FakeEngine([accepted(), masked, finish()]), logprobs=True, top_logprobs=2)
+    assert chat.status_code == 200
+    tops = chat.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    assert [top["logprob"] for top in tops] == [0.0, -9999.0]
+    completion = post(FakeEngine([accepted(), masked, finish()]), "/v1/completions",
+                      model="tiny", prompt="x", logprobs=2)  # fmt: skip
+    assert completion.json()["choices"][0]["logprobs"]["top_logprobs"] == [{"a": 0.0, "b": -9999.0}]
+
+
 def test_completion_echo_prepends_the_prompt():
     body = post(FakeEngine(), "/v1/completions", model="tiny", prompt="Say: ", echo=True).json()
     assert body["choices"][0]["text"] == "Say: Hello"

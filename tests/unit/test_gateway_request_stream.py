@@ -9,7 +9,7 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.request_stream import RequestStream, mergeable
+from gateway.workers.request_stream import RequestStream, mergeable
 from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.chat_completions.requests import parse_completion
+from gateway.generation.chat_body import parse_chat
 from gateway.http.errors import APIError
-from gateway.openai.requests import parse_chat, parse_completion
 
 USER = [{"role": "user", "content": "hi"}]
 

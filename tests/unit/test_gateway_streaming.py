@@ -13,9 +13,9 @@ import pytest
 from starlette.requests import Request
 
 from gateway.app import create_app
-from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.http import errors
 from gateway.http.streaming import Ending, StreamedResponse, enter_one, open_stream
+from gateway.workers.errors import EngineUnavailable, QueueFull
 from protocol.inputs import ChatInputs, SamplingParams
 from protocol.messages import Delta
 from tests.support.fake_engine import (

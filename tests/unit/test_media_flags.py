@@ -7,8 +7,9 @@ from click.testing import CliRunner
 
 from gateway.cli import main as cli
 from gateway.config import ServerConfig
-from gateway.engine.worker_process import default_worker_command
+from gateway.workers.worker_process import default_worker_command
 from protocol import Endpoints
+from protocol.launch.python import python_module
 from tests.support.fake_server import FakeServer
 from worker.runtime.process import parse_args
 
@@ -51,21 +52,21 @@ def test_bad_media_flags_are_refused(no_serving, tmp_path, args):  # noqa: F811
 def test_backend_is_forwarded_to_the_worker(backend):
     config = ServerConfig(model="m", served_model_name="m", backend=backend)
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
-    assert parse_args(argv[3:]).backend == backend
+    assert parse_args(argv[len(python_module("worker")) :]).backend == backend
 
 
 def test_the_auto_backend_is_the_workers_default():
     config = ServerConfig(model="m", served_model_name="m")
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
     assert "--backend" not in argv
-    assert parse_args(argv[3:]).backend == "auto"
+    assert parse_args(argv[len(python_module("worker")) :]).backend == "auto"
 
 
 @pytest.mark.parametrize("entries", [0, 5])
 def test_vision_cache_entries_reach_the_worker(entries):
     config = ServerConfig(model="m", served_model_name="m", vision_cache_entries=entries)
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
-    assert parse_args(argv[3:]).vision_cache_entries == entries
+    assert parse_args(argv[len(python_module("worker")) :]).vision_cache_entries == entries
 
 
 def test_a_negative_vision_cache_is_refused_by_the_worker():

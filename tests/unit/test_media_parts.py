@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.anthropic.requests import parse_count, parse_create
+from gateway.api.anthropic_messages.requests import parse_count, parse_create
+from gateway.generation.chat_body import parse_chat
 from gateway.http.errors import APIError
 from gateway.media.parts import MediaCollector, MediaItem
-from gateway.openai.requests import parse_chat
 
 VISION = ["chat", "complete", "image_in"]
 OMNI = [*VISION, "audio_in"]

@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.engine.errors import EngineUnavailable, QueueFull
 from gateway.metrics import Metrics
 from gateway.metrics.observer import MetricsObserver
 from gateway.metrics.worker import WorkerTotals
+from gateway.workers.errors import EngineUnavailable, QueueFull
 from protocol.inputs import CompleteInputs
 from protocol.messages import Delta, Usage
 from tests.support.engine_harness import (
@@ -178,6 +178,34 @@ def test_worker_totals_carry_over_restarts_and_stay_monotonic():
     totals.update({"pid": 3, "speech_seconds": 1.5}, names)
     assert totals.totals("speech_seconds") == {"tts": 1.5}
     assert totals.totals("prefix_cache_queries") == {"m": 36}
+
+
+def test_speculation_counters_carry_vllms_names_and_a_series_per_position():
+    from gateway.metrics.worker import EngineCollector, Source
+
+    totals, names = WorkerTotals(), Names()
+    spec = {
+        "spec_decode_num_drafts": 4,
+        "spec_decode_num_draft_tokens": 12,
+        "spec_decode_num_accepted_tokens": 7,
+        "spec_decode_num_accepted_tokens_per_pos": [4, 2, 1],
+    }
+    totals.update({"pid": 1, **spec}, names)
+    restarted = {"spec_decode_num_accepted_tokens_per_pos": [1], "spec_decode_num_drafts": 1}
+    totals.update({"pid": 2, **restarted}, names)
+    registry = CollectorRegistry()
+    source = Source("m", "ready", ("ready",), None, totals)
+    registry.register(EngineCollector(lambda: [source]))
+    assert value(registry, "vllm:spec_decode_num_drafts_total", model_name="m") == 5
+    assert value(registry, "vllm:spec_decode_num_draft_tokens_total", model_name="m") == 12
+    assert value(registry, "vllm:spec_decode_num_accepted_tokens_total", model_name="m") == 7
+    per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    assert [value(registry, per_pos, model_name="m", position=str(p)) for p in range(4)] == [
+        5,
+        2,
+        1,
+        0,
+    ]
 
 
 # -- the route ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Which names reach which served model (gateway/engine/served_models.py), over the real app
+"""Which names reach which served model (gateway/workers/served_models.py), over the real app
 and a scripted engine: one /v1/models entry per model, OpenAI's default names, --model-alias,
 the 404 / 400 that name the served models, and the base URL."""
 
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from msgspec.structs import replace
 
 from gateway.cli import main as cli
-from gateway.engine.served_models import UnsupportedName, lookup, served_models
+from gateway.workers.served_models import UnsupportedName, lookup, served_models
 from protocol.messages import Delta, Segment, Usage
 from protocol.ready import Capability, TranscriptionInfo
 from tests.support.fake_engine import CHAT_MODEL, FakeEngine, accepted, make_client, ready
@@ -21,7 +21,7 @@ WAV = b"RIFF\x24\x00\x00\x00WAVEfmt fake bytes the worker would decode"
 
 
 def full_engine(**ready_fields) -> FakeEngine:
-    """qwen3 (chat) + tiny-tts (--tts-model) + whisper-tiny (--asr-model)."""
+    """qwen3 (chat) + tiny-tts (--speech-model) + whisper-tiny (--transcription-model)."""
     done = Delta("r", finish_reason="stop", usage=Usage(3, 2), segments=[Segment(0, 0, 1, "x")])
     engine = FakeEngine([accepted(), [Delta("r", text="x", audio=b"\0\0", sample_rate=8000)]])
     engine.script.append([done])

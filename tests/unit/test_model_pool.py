@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from gateway.engine.errors import EngineUnavailable
 from gateway.pool.models_file import ModelsFile, ModelSpec
 from gateway.pool.pool import ModelPool
+from gateway.workers.errors import EngineUnavailable
 from tests.support.engine_harness import FakeWorkers, async_test, collect, fast_config
 
 MIB = 2**20

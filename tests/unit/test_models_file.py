@@ -20,7 +20,7 @@ models:
               prefill_interleave: 1}
   - id: voice
     path: /models/qwen3-tts
-    kind: tts
+    kind: speech
     aliases: [tts-1]
   - id: coder-lora
     path: /models/qwen3-4b
@@ -41,7 +41,7 @@ def test_a_models_file_holds_the_models_and_the_limits():
         "max_num_seqs": 8, "kv_bits": 8, "tool_call_parser": "auto", "ssd_cache_max_gb": 4.0,
         "prefill_interleave": 1.0,
     }  # fmt: skip
-    assert voice.kind == "tts" and not voice.pinned and chat.kind == "auto"
+    assert voice.kind == "speech" and not voice.pinned and chat.kind == "auto"
     assert coder.adapter == "/adapters/sql"
 
 
@@ -73,13 +73,13 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
         ("modles:\n  - {id: a, path: /a}\n", "f.yaml:1: modles: unknown field"),
         ("models:\n  - {id: a}\n", "f.yaml:2: models[0].path: is required"),
         ("models:\n  - id: a\n    path: /a\n    kind: video\n",
-         "f.yaml:4: models[0].kind: must be one of chat, tts, asr, embed, rerank, auto"),
+         "f.yaml:4: models[0].kind: must be one of chat, speech, transcription, embed, rerank, auto"),
         ("models:\n  - {id: a, path: /a}\n  - {id: b, path: /b, aliases: [a]}\n",
          "f.yaml:3: models[1]: the name 'a' is also a's"),
         ("models:\n  - id: a\n    path: /a\n    options: {max_num_seqs: many}\n",
          "f.yaml:4: models[0].options.max_num_seqs: must be an integer"),
-        ("models:\n  - id: a\n    path: /a\n    options: {tts_model: /t}\n",
-         "f.yaml:4: models[0].options.tts_model: unknown field"),
+        ("models:\n  - id: a\n    path: /a\n    options: {speech_model: /t}\n",
+         "f.yaml:4: models[0].options.speech_model: unknown field"),
         ("models:\n  - id: a\n    path: /a\n    pinned: yes please\n",
          "f.yaml:4: models[0].pinned: must be true or false"),
         ("max_loaded_models: 0\nmodels:\n  - {id: a, path: /a}\n",
@@ -89,7 +89,7 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
         ("max_loaded_models: 1\nmodels:\n  - {id: a, path: /a, pinned: true}\n"
          "  - {id: b, path: /b, pinned: true}\n",
          "f.yaml:1: max_loaded_models: 2 models are pinned but only 1 may be loaded at once"),
-        ("models:\n  - {id: a, path: /a, kind: tts, adapter: /x}\n",
+        ("models:\n  - {id: a, path: /a, kind: speech, adapter: /x}\n",
          "f.yaml:2: models[0].adapter: only chat models take adapters"),
         ("models:\n  - {id: a, path: /a, remote: 'tcp://h:1'}\n",
          "f.yaml:2: models[0].path: does not go with remote"),
@@ -119,3 +119,10 @@ def test_a_bad_file_is_refused_naming_the_line_and_the_field(text, expected):
     with pytest.raises(ModelsFileError) as caught:
         parse_models_file(text, "f.yaml")
     assert str(caught.value).startswith(expected), str(caught.value)
+
+
+def test_the_older_kind_names_tts_and_asr_are_read_as_speech_and_transcription():
+    models = parse_models_file(
+        "models:\n  - {id: a, path: /a, kind: tts}\n  - {id: b, path: /b, kind: asr}\n"
+    )
+    assert [m.kind for m in models.models] == ["speech", "transcription"]

@@ -13,6 +13,7 @@ import struct
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 import schemathesis
 from schemathesis.core.failures import Failure, FailureGroup
@@ -21,8 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from gateway.engine.client import WorkerEngineClient
-from gateway.engine.errors import EngineUnavailable, QueueFull, SwapFailed
+from gateway.app import ROUTES
 from gateway.http.auth import OPEN_PATHS
 from gateway.openapi.responses import (
     COMPONENTS,
@@ -32,7 +32,8 @@ from gateway.openapi.responses import (
     operation_routes,
     responses_for,
 )
-from gateway.routes import ROUTES
+from gateway.workers.client import WorkerEngineClient
+from gateway.workers.errors import EngineUnavailable, QueueFull, SwapFailed
 from protocol.messages import Delta, ErrorInfo, Segment, TokenLogprob, ToolCallDelta, Usage
 from protocol.ready import (
     Capability,
@@ -45,6 +46,7 @@ from tests.support.fake_engine import (
     accepted,
     config,
     failure,
+    fake_checkpoint,
     finish,
     make_client,
     ready,
@@ -252,11 +254,11 @@ class RealisticEngine(FakeEngine):
     async def worker_stats(self) -> dict:
         if self.state != "ready":
             raise EngineUnavailable("no ready worker", 1.0)
-        return WorkerStats(self.model_name).snapshot()
+        return msgspec.structs.asdict(WorkerStats(self.model_name).snapshot())
 
     async def swap(self, model_path: str, served_model_name: str | None = None) -> dict:
         await super().swap(model_path, served_model_name)
-        # gateway/engine/client.py's `_swap` result
+        # gateway/workers/client.py's `_swap` result
         return {
             "model": self.model_name, "model_path": model_path, "previous_model": "tiny",
             "worker_pid": 7, "aborted_requests": 0, "seconds": 1.25,
@@ -582,6 +584,7 @@ def test_tokenize_and_detokenize():
 
 
 def test_admin(tmp_path):
+    fake_checkpoint(tmp_path)
     engine = RealisticEngine()
     with make_client(engine) as client:
         conforms(client.get("/v1/admin/stats"), "adminStats")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.checkpoints import ensure_checkpoint
 from worker.text.features import configure, model_features
 from worker.text.model import load_text_model
 from worker.text.parsers.registry import (
@@ -14,6 +13,7 @@ from worker.text.parsers.registry import (
     tool_format,
     tool_format_names,
 )
+from worker.tiny_models import ensure_checkpoint
 
 # The lines of each family's published chat template that give its syntax away.
 TEMPLATE_SNIPPETS = {

@@ -11,9 +11,9 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
 
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache, model_key
 from worker.cache.prefix_match import cache_nbytes
+from worker.tiny_models import ensure_checkpoint
 
 BIG = 1 << 30
 

@@ -14,18 +14,18 @@ from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
 
-from launch.warm_prompts import (
+from protocol.inputs import ChatInputs, CompleteInputs
+from protocol.launch.warm_prompts import (
     PREFILL_ONLY,
     WarmPrompt,
     WarmPromptsError,
     load_warm_prompts,
     parse_warm_prompts,
 )
-from protocol.inputs import ChatInputs, CompleteInputs
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
 from worker.cache.warm_prompts import warm_prefix_cache
+from worker.tiny_models import ensure_checkpoint
 
 BIG = 1 << 30
 
@@ -77,7 +77,7 @@ def test_a_bad_line_is_an_error_naming_the_file_and_line(line, complaint):
 
 def test_parsing_imports_no_mlx():
     code = (
-        "import sys, launch.warm_prompts; "
+        "import sys, protocol.launch.warm_prompts; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -7,7 +7,6 @@ import queue
 import pytest
 
 from protocol.messages import ControlCall, ControlMethod, ErrorCode
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat
 from worker.runtime.errors import RequestError
 from worker.runtime.handoff import Handoff
@@ -16,6 +15,7 @@ from worker.runtime.stats import WorkerStats
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt, chat_prompt_tokens
 from worker.text.token_counting import TokenizerCalls, count_chat_tokens
+from worker.tiny_models import ensure_checkpoint
 
 TOOL = {
     "type": "function",
@@ -152,7 +152,7 @@ def test_the_count_tokens_control_call_replies_input_tokens(qwen3):
     inputs = chat(CONVERSATION[:1])
     reply = receiver_reply(qwen3.tokenizer, inputs)
     assert reply.ok and reply.call_id == 7
-    assert reply.result == {"input_tokens": len(chat_prompt_tokens(qwen3.tokenizer, inputs))}
+    assert reply.input_tokens == len(chat_prompt_tokens(qwen3.tokenizer, inputs))
 
 
 def test_count_tokens_of_malformed_inputs_replies_the_error(qwen3):
@@ -163,3 +163,51 @@ def test_count_tokens_of_malformed_inputs_replies_the_error(qwen3):
 def test_count_tokens_on_a_model_that_does_not_count_replies_an_error():
     reply = receiver_reply(None, chat(CONVERSATION[:1]))
     assert not reply.ok and "does not count tokens" in reply.error
+
+
+# -- a template that cannot render tools (worker/text/tool_fallback.py) --------------------
+
+
+@pytest.fixture(scope="module")
+def llama():  # the tiny llama's template never uses `tools`, like SmolLM2's
+    return load_text_model(str(ensure_checkpoint("llama")))
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen2", "llama", "qwen3_scripted"])
+def test_every_template_family_sees_the_tools(arch):
+    """prompt_tokens with tools is more than without, whether the template renders them or
+    the fallback writes them into the messages: tools are never accepted and unseen."""
+    model = load_text_model(str(ensure_checkpoint(arch)))
+    plain = chat_prompt_tokens(model.tokenizer, chat(CONVERSATION[:1]))
+    tooled = chat_prompt_tokens(model.tokenizer, chat(CONVERSATION[:1], tools=[TOOL]))
+    assert len(tooled) > len(plain) + 20
+
+
+def test_a_template_without_tools_gets_them_as_a_hermes_system_block(llama):
+    from worker.text.tool_fallback import template_renders_tools
+
+    assert not template_renders_tools(llama.tokenizer)
+    text = prompt_text(llama, {"messages": CONVERSATION[:1], "tools": [TOOL]})
+    assert "<tools>" in text and '"name": "get_weather"' in text and "<tool_call>" in text
+
+
+def test_the_fallback_writes_earlier_calls_and_results_as_hermes_text(llama):
+    text = prompt_text(
+        llama,
+        {"messages": [{"role": "system", "content": "Be brief."}, *CONVERSATION], "tools": [TOOL]},
+    )
+    assert text.index("Be brief.") < text.index("<tools>")  # one system turn, the block after
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}' in text
+    assert "<tool_response>\n18 C, sunny\n</tool_response>" in text
+
+
+def test_the_fallback_parses_hermes_calls(llama):
+    from worker.text.features import build_features
+
+    inputs = chat(CONVERSATION[:1], tools=[TOOL])
+    prompt = chat_prompt_tokens(llama.tokenizer, inputs)
+    parser = build_features(llama.tokenizer, inputs, prompt).parser
+    delta = parser.feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n')
+    tail, finish = parser.finish("stop")
+    calls = [*delta.tool_calls, *tail.tool_calls]
+    assert calls and calls[0].name == "get_weather" and finish == "tool_calls"

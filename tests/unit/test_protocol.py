@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgpack
 import msgspec
 import pytest
@@ -9,11 +11,14 @@ import pytest
 from protocol import PROTOCOL_VERSION, ProtocolError, decode, encode
 from protocol.inputs import (
     ChatInputs,
+    Choice,
     CompleteInputs,
     EmbedInputs,
+    Grammar,
     JsonObject,
     JsonSchema,
     Op,
+    Regex,
     SamplingParams,
     ScoreInputs,
     SpeechInputs,
@@ -38,9 +43,11 @@ from protocol.messages import (
     Submit,
     Tag,
     TokenizeArgs,
+    Tokenized,
     TokenLogprob,
     ToolCallDelta,
     Usage,
+    WorkerCounters,
 )
 from protocol.ready import (
     Capability,
@@ -67,7 +74,15 @@ PINNED_FIELDS = {
         "transcription", "embedding", "score",
     ),
     Step: ("deltas",),
-    ControlReply: ("call_id", "ok", "result", "error"),
+    ControlReply: ("call_id", "ok", "error", "stats", "input_tokens", "tokenized", "text"),
+    WorkerCounters: (
+        "model", "pid", "active", "waiting", "active_request_ids", "requests_total",
+        "requests_aborted", "tokens_generated", "prompt_tokens", "prefix_cache_queries",
+        "prefix_cache_hits", "prefill_tokens_in_decode_steps", "speech_seconds",
+        "transcribed_seconds", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
+        "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos",
+    ),
+    Tokenized: ("tokens", "token_strs"),
     Heartbeat: ("time", "active", "waiting"),
     Fatal: ("message", "detail"),
     SamplingParams: (
@@ -76,7 +91,10 @@ PINNED_FIELDS = {
         "constraint",
     ),
     JsonObject: (),
-    JsonSchema: ("schema", "name", "strict"),
+    JsonSchema: ("schema", "name", "strict", "field"),
+    Regex: ("pattern", "field"),
+    Choice: ("options", "field"),
+    Grammar: ("lark", "field"),
     ChatInputs: (
         "messages", "sampling", "chat_template_kwargs", "tools", "tool_choice",
         "parallel_tool_calls", "thinking_budget", "images", "audios", "talker_speaker",
@@ -127,7 +145,8 @@ PINNED_TAGS = {
     Ready: 16, Step: 17, ControlReply: 18, Heartbeat: 19, Fatal: 20,
     ChatInputs: "chat", CompleteInputs: "complete", SpeechInputs: "speech",
     TranscribeInputs: "transcribe", EmbedInputs: "embed", ScoreInputs: "score",
-    JsonObject: "json_object", JsonSchema: "json_schema",
+    JsonObject: "json_object", JsonSchema: "json_schema", Regex: "regex", Choice: "choice",
+    Grammar: "grammar",
 }  # fmt: skip
 
 PINNED_VALUES = {
@@ -144,7 +163,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 11
+    assert PROTOCOL_VERSION == 13
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -208,7 +227,10 @@ def test_tokenizer_control_calls_carry_their_arguments_after_the_chat():
 def test_a_constraint_travels_as_its_tagged_array():
     sampling = SamplingParams(4, constraint=JsonSchema({"type": "object"}, "x", True))
     raw = msgpack.unpackb(encode(Submit("r", CompleteInputs("a", sampling), False)))
-    assert raw[2][2][-1] == ["json_schema", {"type": "object"}, "x", True]
+    assert raw[2][2][-1] == ["json_schema", {"type": "object"}, "x", True, None]
+    sampling = SamplingParams(4, constraint=Choice(["a", "b"], "guided_choice"))
+    raw = msgpack.unpackb(encode(Submit("r", CompleteInputs("a", sampling), False)))
+    assert raw[2][2][-1] == ["choice", ["a", "b"], "guided_choice"]
 
 
 def test_step_wire_layout_nests_deltas_usage_and_error():
@@ -339,8 +361,13 @@ EMBEDDING = EmbeddingInfo(
                 ),
             ]
         ),
-        ControlReply(3, True, {"active": 0}),
-        ControlReply(4, False, None, "no such method"),
+        ControlReply(
+            3, True, stats=WorkerCounters("m", 1, 0, 0, [], 2, 0, 9, 5, 0, 0, 0, 0.0, 1.5)
+        ),
+        ControlReply(4, False, "no such method"),
+        ControlReply(5, True, tokenized=Tokenized([1, 2], ["a", "b"])),
+        ControlReply(6, True, input_tokens=12),
+        ControlReply(7, True, text="hi"),
         Heartbeat(1.5, 2, 0),
         Fatal("cannot load", "Traceback ..."),
     ],
@@ -384,3 +411,8 @@ def test_the_codec_only_uses_types_it_can_encode():
     # Every field type of every structure is something msgspec converts on its own.
     for cls in PINNED_FIELDS:
         msgspec.inspect.type_info(cls)
+
+
+def test_the_architecture_document_states_the_protocol_version_of_the_code():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    assert f"`PROTOCOL_VERSION` (now {PROTOCOL_VERSION})" in text

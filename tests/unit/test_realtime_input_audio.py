@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.realtime.input_audio import InputBuffer
-from gateway.realtime.vad import (
+from gateway.api.realtime.input_audio import InputBuffer
+from gateway.api.realtime.vad import (
     WINDOW,
     Downsampler,
     SpeechProbability,
@@ -15,7 +15,7 @@ from gateway.realtime.vad import (
     TurnRule,
     TurnSettings,
 )
-from gateway.realtime.wire import EventError
+from gateway.api.realtime.wire import EventError
 from tests.support.spoken import require
 
 
@@ -86,7 +86,7 @@ def test_silero_hears_speech_in_espeak_audio_and_none_in_noise(tmp_path):
     import subprocess
     import wave
 
-    from gateway.realtime.vad import inference_session
+    from gateway.api.realtime.vad import inference_session
 
     try:
         session = inference_session()

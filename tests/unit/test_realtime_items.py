@@ -7,9 +7,9 @@ import base64
 
 import pytest
 
-from gateway.realtime.items import Spoken, chat_messages, item_object, parse_item
-from gateway.realtime.names import BETA, GA
-from gateway.realtime.wire import EventError
+from gateway.api.realtime.items import Spoken, chat_messages, item_object, parse_item
+from gateway.api.realtime.names import BETA, GA
+from gateway.api.realtime.wire import EventError
 
 
 def test_the_conversation_becomes_chat_messages_with_calls_of_a_turn_together():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.realtime import config as cfg
-from gateway.realtime.names import BETA, GA
-from gateway.realtime.wire import EventError
+from gateway.api.realtime import config as cfg
+from gateway.api.realtime.names import BETA, GA
+from gateway.api.realtime.wire import EventError
 
 
 def updated(body: dict, fields=cfg.SESSION_FIELDS) -> cfg.SessionConfig:

@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli.main import main as cli
-from gateway.engine.errors import LaunchError
-from gateway.engine.remote_worker import RemoteHost
-from gateway.engine.worker_channel import CurveClientKeys
-from launch.curve_keys import KeysError, gateway_keys, host_keys
+from gateway.workers.errors import LaunchError
+from gateway.workers.remote_worker import RemoteHost
+from gateway.workers.worker_channel import CurveClientKeys
 from protocol import decode, encode
 from protocol.endpoints import BadAddress, Endpoints, parse_tcp
 from protocol.host import HostAction, HostCommand, HostEvent, HostEventKind, frame_tag
+from protocol.launch.curve_keys import KeysError, gateway_keys, host_keys
 from protocol.messages import Heartbeat, Tag
 from tests.support.engine_harness import async_test
 

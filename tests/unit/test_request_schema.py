@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.chat_completions.surface import COMPLETION
+from gateway.generation.chat_body import CHAT
 from gateway.http.errors import APIError
-from gateway.openai.surface import CHAT, COMPLETION
 from gateway.openapi.document import request_schemas
 from gateway.schema import field as s
 from gateway.schema.request import RequestSchema

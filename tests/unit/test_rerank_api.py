@@ -1,6 +1,6 @@
 """`POST /v1/rerank` and `POST /v1/score` over the real app and a scripted engine: the Cohere /
 Jina and vLLM request shapes, results sorted with their original indices, the refusals that
-name their field, and which models score (gateway/embeddings/scoring.py, routes/rerank.py)."""
+name their field, and which models score (gateway/api/embeddings/scoring.py, routes/rerank.py)."""
 
 from __future__ import annotations
 

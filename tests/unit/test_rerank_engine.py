@@ -15,11 +15,11 @@ import pytest
 
 from protocol.inputs import EmbedInputs, ScoreInputs
 from protocol.messages import FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from worker.embedding.args import EmbeddingSettings
 from worker.embedding.engine import EmbeddingEngine, RerankEngine
 from worker.embedding.models import load_embedding_model
 from worker.embedding.rerankers import load_reranker
+from worker.tiny_models import ensure_checkpoint
 
 QUERY = "What is the capital of France?"
 DOCUMENTS = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.api.responses.requests import parse_create
+from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.http.errors import APIError
-from gateway.responses.requests import parse_create
-from gateway.responses.store import ResponseStore, StoredResponse
 from protocol.inputs import JsonSchema
 
 TOOL = {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": True}
@@ -130,7 +130,7 @@ def test_user_is_echoed_only_when_given():
 def test_json_schema_text_format_becomes_a_constraint():
     fmt = {"type": "json_schema", "name": "N", "schema": {"type": "object"}, "strict": True}
     constraint = parse(text={"format": fmt}).generation.sampling.constraint
-    assert constraint == JsonSchema({"type": "object"}, "N", True)
+    assert constraint == JsonSchema({"type": "object"}, "N", True, "text.format.schema")
 
 
 def test_max_output_tokens_and_sampling():

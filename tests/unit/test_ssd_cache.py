@@ -18,9 +18,9 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, load_prompt_cache, make_prompt_cache
 
 import worker.cache.io_thread as cache_io_thread
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.cache.ssd_cache import SsdCacheTier
+from worker.tiny_models import ensure_checkpoint
 
 BIG = 1 << 30
 KEY = "model-a"

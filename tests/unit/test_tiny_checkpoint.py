@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scripts import checkpoints as tc
-from scripts.checkpoints import build, registry, text
+from worker import tiny_models as tc
+from worker.tiny_models import build, registry, text
 
 # A local directory never needs the hub; offline makes any accidental lookup fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -344,7 +344,7 @@ def test_mlx_audio_loads_every_weight_of_moss_tts_nano_and_its_codec(tmp_path: P
     _every_parameter_is_a_written_one(tokenizer, written)
 
 
-# Image families beyond Qwen2-VL (scripts/checkpoints/vlm_families.py): the transformers tensor
+# Image families beyond Qwen2-VL (worker/tiny_models/vlm_families.py): the transformers tensor
 # names -> mlx-vlm's parameter names, spelled out here rather than taken from mlx-vlm's own
 # `sanitize`, so a weight the loader drops or misplaces is noticed.
 IMAGE_FAMILY_RENAMES = {
@@ -429,7 +429,7 @@ def test_image_family_image_tokens_expand_and_special_rows_are_zero(
 ) -> None:
     from PIL import Image
 
-    from scripts.checkpoints.gemma3 import GEMMA3_TOKENS_PER_IMAGE
+    from worker.tiny_models.gemma3 import GEMMA3_TOKENS_PER_IMAGE
 
     _, model, processor = image_families[arch]
     config = model.config

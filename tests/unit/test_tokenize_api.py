@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.errors import EngineUnavailable, WorkerRejected
+from gateway.api.tokenize.requests import parse_detokenize, parse_tokenize
 from gateway.http.errors import APIError
-from gateway.openai.tokenize import parse_detokenize, parse_tokenize
+from gateway.workers.errors import EngineUnavailable, WorkerRejected
 from protocol.inputs import ChatInputs
 from protocol.messages import TokenizeArgs
 from protocol.ready import Capability, TextInfo

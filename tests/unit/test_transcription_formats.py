@@ -134,3 +134,53 @@ def test_language_names_follow_openai_and_pass_unknown_names_through():
 def test_unknown_format_is_an_error():
     with pytest.raises(ValueError):
         render("docx", transcript())
+
+
+def _confused() -> list[Segment]:
+    """What a random-weight Whisper can report: statistics that are not numbers, a segment
+    starting before the one ahead of it, an end past the clip."""
+    nan, inf = float("nan"), float("inf")
+    return [
+        Segment(
+            0,
+            1.0,
+            2.0,
+            " one",
+            [[" one", nan, inf]],
+            avg_logprob=-inf,
+            compression_ratio=nan,
+            no_speech_prob=nan,
+            temperature=inf,
+        ),  # fmt: skip
+        Segment(1, 0.5, nan, " two", compression_ratio=inf),
+        Segment(2, 2.5, 9.0, " three"),
+    ]
+
+
+def test_verbose_json_writes_statistics_that_are_not_finite_as_null():
+    import json
+
+    confused = Transcript("one two three", segments=_confused(), duration=3.0)
+    body = render("verbose_json", confused, words=True)
+    text = json.dumps(body, allow_nan=False)  # what the JSON response does: no NaN allowed
+    first, second = json.loads(text)["segments"][:2]
+    assert first["avg_logprob"] is None and first["compression_ratio"] is None
+    assert first["no_speech_prob"] is None and first["temperature"] is None
+    assert second["compression_ratio"] is None and second["end"] is None
+    assert body["words"] == [{"word": "one", "start": None, "end": None}]
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_subtitle_cues_never_go_backwards_or_past_the_clip(fmt):
+    text = srt(_confused(), 3.0) if fmt == "srt" else vtt(_confused(), 3.0)
+    cues = parse_srt(text) if fmt == "srt" else [(0, *c) for c in parse_vtt(text)]
+    times = [(start, end) for _, start, end, _ in cues]
+    assert times == [(1.0, 2.0), (1.0, 1.0), (2.5, 3.0)]
+
+
+def test_the_worker_bounds_segment_times_to_the_clip_in_order():
+    from worker.transcription.timing import bounded_segments
+
+    bounded = bounded_segments(_confused(), 2.75)
+    assert [(s.start, s.end) for s in bounded] == [(1.0, 2.0), (1.0, 1.0), (2.5, 2.75)]
+    assert bounded[0].words == [[" one", 1.0, 1.0]]  # not numbers: the earliest time allowed

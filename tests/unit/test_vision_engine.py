@@ -7,7 +7,6 @@ import os
 import pytest
 
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import (
     QUESTION,
     direct_vlm_tokens,
@@ -18,6 +17,7 @@ from tests.support.vision import (
 from tests.support.vision import (
     vision_submit as submit,
 )
+from worker.tiny_models import ensure_checkpoint
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -126,9 +126,9 @@ def test_prefix_cache_lookups_are_counted_in_tokens(vm):
     ends = [run_all(cached, submit(r, [], messages))[r]["end"] for r in ("a", "b")]
     run_all(plain, submit("c", [], messages))
     snapshot = stats.snapshot()
-    assert snapshot["prefix_cache_queries"] == sum(e.usage.prompt_tokens for e in ends)
-    assert snapshot["prefix_cache_hits"] == ends[1].usage.cached_tokens > 0
-    assert unbound.snapshot()["prefix_cache_queries"] == 0
+    assert snapshot.prefix_cache_queries == sum(e.usage.prompt_tokens for e in ends)
+    assert snapshot.prefix_cache_hits == ends[1].usage.cached_tokens > 0
+    assert unbound.snapshot().prefix_cache_queries == 0
 
 
 def test_repeated_image_is_served_from_the_vision_cache(engine):

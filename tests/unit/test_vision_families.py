@@ -10,9 +10,10 @@ import os
 
 import pytest
 
+from protocol.inputs import ChatInputs, SamplingParams
 from protocol.messages import FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import chat_submit, direct_vlm_tokens, mlx_vlm_message, png, run_all
+from worker.tiny_models import ensure_checkpoint
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -115,3 +116,66 @@ def test_prefix_cache_keeps_answers_equal_and_images_apart(family):
     with_cache = answers(cached)
     assert with_cache == answers(plain)
     assert with_cache[0] != with_cache[1]
+
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_tools_reach_the_prompt_whether_the_template_renders_them_or_not(family, engine):
+    """prompt_tokens with tools > without: Qwen3-VL's template renders them; the tiny
+    Qwen2.5-VL's and Gemma 3's cannot, so they get the Hermes system block and the Hermes
+    parser (worker/text/tool_fallback.py): never accepted and unseen."""
+    from worker.text.tool_fallback import template_renders_tools
+
+    arch, _, vm = family
+    assert template_renders_tools(vm.tokenizer) == (arch == "qwen3_vl")
+
+    def prompt_tokens(**fields) -> int:
+        params = SamplingParams(max_tokens=1, temperature=0.0)
+        inputs = ChatInputs([mlx_vlm_message(QUESTION)], params, images=[png(0)], **fields)
+        return run_all(engine, Submit("t", inputs, stream=False))["t"]["end"].usage.prompt_tokens
+
+    assert prompt_tokens(tools=[TOOL]) > prompt_tokens() + 20
+
+
+@pytest.mark.parametrize("arch", ["qwen2_vl", "qwen3_omni_moe"])
+def test_the_other_media_families_see_the_tools_too(arch):
+    """The rest of the tiny media checkpoints: Qwen2-VL's template cannot render tools (the
+    fallback), Qwen3-Omni's can."""
+    from worker.vision.prompt import chat_prompt_text
+
+    vm = load_vision_model(str(ensure_checkpoint(arch)))
+    params = SamplingParams(max_tokens=1)
+    plain = chat_prompt_text(vm, ChatInputs([mlx_vlm_message(QUESTION, 0)], params), 0, 0)
+    inputs = ChatInputs([mlx_vlm_message(QUESTION, 0)], params, tools=[TOOL])
+    tooled = chat_prompt_text(vm, inputs, 0, 0)
+    assert len(vm.tokenizer.encode(tooled)) > len(vm.tokenizer.encode(plain)) + 20
+    assert '"name": "get_weather"' in tooled
+
+
+def test_a_fallback_tool_result_after_audio_is_a_bad_request(family):
+    """mlx-vlm puts audio in the last user turn, which a tool result written as a user turn
+    would become: refused, naming why, rather than the audio moved."""
+    from worker.runtime.errors import RequestError
+    from worker.vision.prompt import chat_prompt_text
+
+    arch, _, vm = family
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}  # fmt: skip
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}, {"type": "audio"}]},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+    ]
+    inputs = ChatInputs(messages, SamplingParams(max_tokens=1), tools=[TOOL])
+    if arch == "qwen3_vl":  # renders tools and tool turns itself
+        assert "18 C" in chat_prompt_text(vm, inputs, 0, 1)
+        return
+    with pytest.raises(RequestError, match="audio with tool results"):
+        chat_prompt_text(vm, inputs, 0, 1)

@@ -11,9 +11,9 @@ import os
 import pytest
 
 from protocol.messages import FinishReason
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.vision import mlx_vlm_message, png, run_all
 from tests.support.vision import vision_submit as submit
+from worker.tiny_models import ensure_checkpoint
 
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -14,7 +14,6 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.text import features as request_features
 from worker.text.batch_engine import BatchTextEngine
@@ -22,6 +21,7 @@ from worker.text.model import load_text_model
 from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.settings import GenerationSettings
+from worker.tiny_models import ensure_checkpoint
 
 PROMPTS = {
     "fib": "def fib(n):",
@@ -218,7 +218,7 @@ def test_paced_prefills_with_a_cache_hit_an_abort_and_uneven_chunks_equal_their_
     run.until_done()
     assert aborted.finish_reason == FinishReason.ABORT and not run.tokens("gone")
     assert run.terminal("hit").usage.cached_tokens > 0
-    assert stats.snapshot()["prefill_tokens_in_decode_steps"] > 0
+    assert stats.snapshot().prefill_tokens_in_decode_steps > 0
     assert run.tokens("hit") == solo(hit, 5)[0]
     assert run.tokens("other") == solo(other, 5)[0]
     assert run.tokens("fast") == solo(PROMPTS["fib"], 120)[0]
@@ -416,8 +416,8 @@ def test_prefix_cache_lookups_are_counted_in_tokens_as_vllm_counts_them(text_mod
         run.admit(submit(request_id, prompt, 4))
         run.until_done()
     snapshot = stats.snapshot()
-    assert snapshot["prefix_cache_queries"] == 2 * len(prompt)  # every prompt token, twice
-    assert snapshot["prefix_cache_hits"] == run.terminal("warm").usage.cached_tokens > 0
+    assert snapshot.prefix_cache_queries == 2 * len(prompt)  # every prompt token, twice
+    assert snapshot.prefix_cache_hits == run.terminal("warm").usage.cached_tokens > 0
 
 
 def test_no_prefix_cache_counts_no_lookups(text_model):
@@ -429,7 +429,7 @@ def test_no_prefix_cache_counts_no_lookups(text_model):
     run = Run(engine)
     run.admit(submit("r", text_model.tokenizer.encode(PROMPTS["sea"]), 2))
     run.until_done()
-    assert stats.snapshot()["prefix_cache_queries"] == 0
+    assert stats.snapshot().prefix_cache_queries == 0
 
 
 def test_an_aborted_request_leaves_its_cache_for_the_next_one(text_model, solo):
@@ -466,9 +466,9 @@ def test_cached_and_uncached_prompts_prefilled_together_equal_their_solo_runs(te
     assert run.tokens("new") == solo(PROMPTS["xs"], 12)[0]
 
 
-def test_processors_see_the_whole_prompt_then_each_token_also_after_a_cache_hit(
-    text_model, monkeypatch
-):
+@pytest.fixture
+def processor_calls(monkeypatch) -> list[list[int]]:
+    """Every request gets a logits processor that records the tokens of each call here."""
     seen: list[list[int]] = []
 
     def recording(tokens, logits):
@@ -479,6 +479,13 @@ def test_processors_see_the_whole_prompt_then_each_token_also_after_a_cache_hit(
         "worker.text.request.build_features",
         lambda *a: request_features.RequestFeatures(logits_processors=[recording]),
     )
+    return seen
+
+
+def test_processors_see_the_whole_prompt_then_each_token_also_after_a_cache_hit(
+    text_model, processor_calls
+):
+    seen = processor_calls
     cache = PrefixCache(1 << 30, "tiny")
     prompt = text_model.tokenizer.encode(PROMPTS["sea"])
     for request_id in ("cold", "warm"):

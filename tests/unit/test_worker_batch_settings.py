@@ -1,5 +1,5 @@
 """Generation flags from `serve` to the worker: CLI -> ServerConfig -> argv/env -> worker args;
-the OpenBLAS preload (launch/blas.py)."""
+the OpenBLAS preload (protocol/launch/blas.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from click.testing import CliRunner
 
 from gateway.cli import main as cli
 from gateway.config import ServerConfig
-from gateway.engine.worker_process import default_worker_command, worker_env
-from launch import blas
+from gateway.workers.worker_process import default_worker_command, worker_env
 from protocol import Endpoints
+from protocol.launch import blas
+from protocol.launch.python import python_module
+from tests.support.fake_engine import fake_checkpoint
 from worker.runtime.process import parse_args
 
 LIB = "/usr/lib/x86_64-linux-gnu/libopenblas.so.0"
@@ -94,7 +96,7 @@ def test_a_preloaded_openblas_is_what_mlx_matmul_runs_on():
     code = textwrap.dedent(
         """
         import mlx.core as mx
-        from launch.blas import loaded_openblas
+        from protocol.launch.blas import loaded_openblas
         mx.random.seed(0)
         a = mx.random.normal((64, 64))
         print(loaded_openblas() is not None, float((a @ a).sum()))
@@ -141,7 +143,7 @@ def test_every_generation_setting_reaches_the_worker_command_line(tmp_path):
         warm_prompts="/w.jsonl",
     )
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
-    args = parse_args(argv[3:])
+    args = parse_args(argv[len(python_module("worker")) :])
     assert (args.prefill_step_size, args.draft_model, args.num_draft_tokens) == (64, "/d", 4)
     assert (args.kv_bits, args.kv_group_size, args.quantized_kv_start) == (8, 32, 0)
     assert (args.max_kv_size, args.dtype, args.blas) == (512, "float32", "bundled")
@@ -153,7 +155,7 @@ def test_unset_settings_leave_the_worker_its_defaults():
     config = ServerConfig(model="m", served_model_name="m")
     argv = default_worker_command(config, "m", Endpoints("ipc://a", "ipc://b"))
     assert "--draft-model" not in argv and "--kv-bits" not in argv
-    args = parse_args(argv[3:])
+    args = parse_args(argv[len(python_module("worker")) :])
     assert (args.prefill_step_size, args.kv_bits, args.max_kv_size) == (2048, None, None)
     assert args.prefix_cache_bytes == config.prefix_cache_bytes
 
@@ -182,11 +184,13 @@ def test_the_worker_rejects_bad_generation_flags(flags, complaint, capsys):
 
 
 @pytest.fixture
-def configs(monkeypatch):
-    """`serve` wired to record its ServerConfig instead of serving."""
+def configs(monkeypatch, tmp_path):
+    """`serve` wired to record its ServerConfig instead of serving (`tmp_path` made to look
+    like a checkpoint)."""
     import uvicorn
 
-    import gateway.engine.client
+    fake_checkpoint(tmp_path)
+    import gateway.workers.client
 
     seen: list[ServerConfig] = []
 
@@ -201,7 +205,7 @@ def configs(monkeypatch):
         def run(self) -> None:
             pass
 
-    monkeypatch.setattr(gateway.engine.client, "WorkerEngineClient", Recording)
+    monkeypatch.setattr(gateway.workers.client, "WorkerEngineClient", Recording)
     monkeypatch.setattr(uvicorn, "Server", NoServer)
     monkeypatch.setattr("gateway.app.create_app", lambda config, engine: None)
     return seen
@@ -211,8 +215,7 @@ def test_serve_puts_the_generation_flags_in_the_config(configs, tmp_path, openbl
     openblas_at(LIB)
     warm = tmp_path / "warm.jsonl"
     warm.write_text('"Once upon a time"\n')
-    draft = tmp_path / "draft"
-    draft.mkdir()
+    draft = fake_checkpoint(tmp_path / "draft")
     args = [
         "serve", str(tmp_path), "--prefill-step-size", "256", "--draft-model", str(draft),
         "--kv-bits", "4", "--kv-group-size", "32", "--max-kv-size", "1024", "--dtype", "float32",
@@ -244,8 +247,8 @@ def test_serve_refuses_a_bad_warm_prompts_file_naming_the_line(configs, tmp_path
 
 
 def engine_setup(*flags: str):
-    from scripts.checkpoints import ensure_checkpoint
     from worker.text.args import build_text_engine
+    from worker.tiny_models import ensure_checkpoint
 
     return build_text_engine(
         parse_args(REQUIRED[2:] + ["--model", str(ensure_checkpoint("qwen3")), *flags])

@@ -14,12 +14,12 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from worker.cache.prefix_cache import PrefixCache
 from worker.text.model import check_same_vocabulary, load_text_model
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.settings import GenerationSettings
 from worker.text.solo_engine import SoloTextEngine
+from worker.tiny_models import ensure_checkpoint
 
 PROMPTS = ["def fib(n):", "Write a poem about the sea and the sky, " * 6, "import os\n"]
 N = 20

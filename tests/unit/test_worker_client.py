@@ -1,4 +1,4 @@
-"""The gateway's receiving end (gateway/engine/worker_channel.py): every frame is handled, in order,
+"""The gateway's receiving end (gateway/workers/worker_channel.py): every frame is handled, in order,
 in a burst longer than one drain or one at a time; a frame that is not a message is dropped
 and the next one still arrives; a ControlReply resolves its call; a client never closed is
 collected without hanging."""
@@ -12,8 +12,8 @@ import textwrap
 
 import zmq
 
-from gateway.engine import worker_channel as worker_client
-from gateway.engine.worker_channel import WorkerClient
+from gateway.workers import worker_channel as worker_client
+from gateway.workers.worker_channel import WorkerClient
 from protocol import Endpoints, decode, encode
 from protocol.messages import ControlReply, Heartbeat, Message
 from tests.support.engine_harness import async_test, wait_until
@@ -67,11 +67,12 @@ async def test_a_control_reply_resolves_its_call(tmp_path):
 
     def answer() -> None:
         call = decode(pull.recv())
-        push.send(encode(ControlReply(call_id=call.call_id, ok=True, result={"n": 7})))
+        push.send(encode(ControlReply(call_id=call.call_id, ok=True, input_tokens=7)))
 
     try:
         answering = loop.run_in_executor(None, answer)
-        assert await client.call("stats", timeout=10.0) == {"n": 7}
+        reply = await client.call("stats", timeout=10.0)
+        assert reply.ok and reply.input_tokens == 7
         await answering
     finally:
         await client.close()
@@ -85,7 +86,7 @@ def test_a_client_never_closed_is_collected_without_hanging(tmp_path):
     context of its own would hang the collector in that context's term()."""
     code = textwrap.dedent(f"""
         import gc
-        from gateway.engine.worker_channel import WorkerClient
+        from gateway.workers.worker_channel import WorkerClient
         from protocol import Endpoints
         client = WorkerClient(Endpoints.ipc_in({str(tmp_path)!r}), lambda message: None)
         client.cycle = client

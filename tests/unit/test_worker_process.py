@@ -41,10 +41,10 @@ from protocol.messages import (
     Usage,
 )
 from protocol.ready import TextInfo
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import inputs_of
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt
+from worker.tiny_models import ensure_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 0.2
@@ -279,17 +279,17 @@ def test_two_interleaved_greedy_requests_each_equal_their_solo_output(worker, re
 
 
 def test_abort_mid_generation_ends_the_request_and_stats_show_it(worker):
-    before = worker.call(ControlMethod.STATS).result["requests_aborted"]
+    before = worker.call(ControlMethod.STATS).stats.requests_aborted
     worker.submit("long", {"messages": POEM}, max_tokens=3000)
     worker.wait_for(lambda: len(worker.deltas["long"]) >= 4, what="a few tokens")
     worker.send(Abort(["long"]))
     deltas = worker.finished("long")
     assert deltas[-1].finish_reason == FinishReason.ABORT
     assert deltas[-1].usage.completion_tokens == len(tokens_of(deltas)) < 3000
-    stats = worker.call(ControlMethod.STATS).result
-    assert (stats["active"], stats["requests_aborted"]) == (0, before + 1)
+    stats = worker.call(ControlMethod.STATS).stats
+    assert (stats.active, stats.requests_aborted) == (0, before + 1)
     time.sleep(0.3)
-    assert worker.call(ControlMethod.STATS).result["tokens_generated"] == stats["tokens_generated"]
+    assert worker.call(ControlMethod.STATS).stats.tokens_generated == stats.tokens_generated
 
 
 def test_heartbeats_arrive_while_idle(worker):

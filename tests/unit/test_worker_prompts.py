@@ -6,11 +6,11 @@ import pytest
 
 from protocol.inputs import SpeechInputs
 from protocol.messages import ErrorCode
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import complete, inputs_of
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt, build_completion_prompt, prompt_for
+from worker.tiny_models import ensure_checkpoint
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 

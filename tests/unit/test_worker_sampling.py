@@ -9,7 +9,6 @@ from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import SamplingParams
 from protocol.messages import ErrorCode
-from scripts.checkpoints import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import load_text_model
 from worker.text.prompts import build_completion_prompt
@@ -19,6 +18,7 @@ from worker.text.sampling import (
     make_request_sampler,
     resolve_sampling,
 )
+from worker.tiny_models import ensure_checkpoint
 
 VOCAB = 4096
 

@@ -55,7 +55,7 @@ def test_requests_beyond_max_num_seqs_wait_in_fifo_order():
     h = Harness(max_num_seqs=1)
     h.put(submit("r1", max_tokens=1), submit("r2"), submit("r3"))
     assert [d.request_id for d in h.step()] == ["r1"]
-    assert h.stats.snapshot()["waiting"] == 2
+    assert h.stats.snapshot().waiting == 2
     deltas = by_id(h.step())  # r1 finishes, r2 is admitted
     assert deltas["r1"].finish_reason == FinishReason.LENGTH
     assert deltas["r2"].text == "" and "r3" not in deltas
@@ -81,8 +81,8 @@ def test_aborting_an_active_request_ends_it_with_usage_so_far():
     h.handoff.aborts.add(["r1"])
     [aborted] = h.step()
     assert (aborted.finish_reason, aborted.usage) == (FinishReason.ABORT, Usage(3, 1))
-    assert h.stats.snapshot()["requests_aborted"] == 1
-    assert h.stats.snapshot()["active"] == 0
+    assert h.stats.snapshot().requests_aborted == 1
+    assert h.stats.snapshot().active == 0
 
 
 def test_aborting_one_request_leaves_the_others_running():
@@ -141,7 +141,7 @@ def test_a_passed_deadline_ends_the_request_with_a_deadline_error_and_usage():
     assert delta.finish_reason == FinishReason.ERROR
     assert delta.error.code == ErrorCode.DEADLINE
     assert delta.usage == Usage(3, 1)
-    assert h.stats.snapshot()["requests_aborted"] == 0
+    assert h.stats.snapshot().requests_aborted == 0
 
 
 def test_a_waiting_request_past_its_deadline_ends_without_starting():
@@ -233,7 +233,7 @@ def test_stats_count_requests_and_tokens():
     for _ in range(3):
         h.step()
     snapshot = h.stats.snapshot()
-    counts = (snapshot["requests_total"], snapshot["prompt_tokens"], snapshot["tokens_generated"])
+    counts = (snapshot.requests_total, snapshot.prompt_tokens, snapshot.tokens_generated)
     assert counts == (1, 3, 2)
 
 

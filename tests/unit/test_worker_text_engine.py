@@ -8,9 +8,9 @@ import pytest
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import ErrorCode, FinishReason, Submit
-from scripts.checkpoints import ensure_checkpoint
 from worker.runtime.errors import RequestError
 from worker.text.model import TextGeneration, load_text_model, start_text_generation
+from worker.tiny_models import ensure_checkpoint
 
 PROMPT = [5, 6, 7, 8]
 

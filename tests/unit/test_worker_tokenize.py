@@ -15,7 +15,6 @@ from protocol.messages import (
     ErrorCode,
     TokenizeArgs,
 )
-from scripts.checkpoints import ensure_checkpoint
 from tests.support.inputs import chat
 from worker.runtime.errors import RequestError
 from worker.runtime.handoff import Handoff
@@ -24,6 +23,7 @@ from worker.runtime.stats import WorkerStats
 from worker.text.model import load_text_model
 from worker.text.prompts import chat_prompt_tokens, prompt_for
 from worker.text.token_counting import TokenizerCalls, detokenize, tokenize
+from worker.tiny_models import ensure_checkpoint
 
 MESSAGES = [{"role": "user", "content": "Hello there"}]
 PREFILL = [*MESSAGES, {"role": "assistant", "content": "Sure, th"}]
@@ -40,7 +40,7 @@ def llama():  # its tokenizer has a BOS token, its template writes it
 
 
 def tokens(text_model, **args) -> list[int]:
-    return tokenize(text_model.tokenizer, TokenizeArgs(**args))["tokens"]
+    return tokenize(text_model.tokenizer, TokenizeArgs(**args)).tokens
 
 
 def bad_request(text_model, call, args) -> str:
@@ -118,18 +118,18 @@ def test_add_special_tokens_on_a_chat_adds_them_on_top_of_the_template(llama):
 
 def test_token_strings_are_the_tokenizers_and_only_when_asked(qwen3):
     result = tokenize(qwen3.tokenizer, TokenizeArgs(prompt="Hello world"))
-    assert result["token_strs"] is None
+    assert result.token_strs is None
     asked = tokenize(qwen3.tokenizer, TokenizeArgs(prompt="Hello world", return_token_strs=True))
-    assert asked["tokens"] == result["tokens"]
-    assert asked["token_strs"] == qwen3.tokenizer.convert_ids_to_tokens(result["tokens"])
-    assert "".join(asked["token_strs"]).replace("Ġ", " ") == "Hello world"
+    assert asked.tokens == result.tokens
+    assert asked.token_strs == qwen3.tokenizer.convert_ids_to_tokens(result.tokens)
+    assert "".join(asked.token_strs or []).replace("Ġ", " ") == "Hello world"
 
 
 def test_detokenize_decodes_what_tokenize_encoded(qwen3):
     text = "Hello world, héllo\nagain"
     ids = tokens(qwen3, prompt=text)
-    assert detokenize(qwen3.tokenizer, DetokenizeArgs(ids)) == {"prompt": text}
-    assert detokenize(qwen3.tokenizer, DetokenizeArgs([])) == {"prompt": ""}
+    assert detokenize(qwen3.tokenizer, DetokenizeArgs(ids)) == text
+    assert detokenize(qwen3.tokenizer, DetokenizeArgs([])) == ""
 
 
 def test_an_id_outside_the_vocabulary_is_a_bad_request_naming_it(qwen3):
@@ -159,13 +159,13 @@ def test_the_tokenize_call_replies_the_tokens(qwen3):
     args = TokenizeArgs(prompt="Hello", return_token_strs=True)
     got = reply(qwen3.tokenizer, ControlCall(3, ControlMethod.TOKENIZE, tokenize=args))
     assert got.ok and got.call_id == 3
-    assert got.result == tokenize(qwen3.tokenizer, args)
+    assert got.tokenized == tokenize(qwen3.tokenizer, args)
 
 
 def test_the_detokenize_call_replies_the_text_or_the_error(qwen3):
     ids = tokens(qwen3, prompt="Hello")
     call = ControlCall(4, ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs(ids))
-    assert reply(qwen3.tokenizer, call).result == {"prompt": "Hello"}
+    assert reply(qwen3.tokenizer, call).text == "Hello"
     call = ControlCall(5, ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs([10**9]))
     got = reply(qwen3.tokenizer, call)
     assert not got.ok and "tokens[0]" in got.error

@@ -1,13 +1,13 @@
-"""Fixtures of the real-weights tier: the pinned models converted (convert/packages.py), one
+"""Fixtures of the real-weights tier: the pinned models converted (worker/convert/packages.py), one
 real server shared by the tier, and direct mlx-lm / mlx-audio references in a child process
 with the worker's BLAS (tests/support/direct_process.py).
 
 The shared server is the CPU's fast configuration of the real default: SmolLM2-135M-Instruct
-(float32) with Whisper tiny.en as `--asr-model`, `--dtype float32` (which builds Whisper in
-float32 too; mlx-audio's float16 takes ~5x longer per window on this CPU, docs/speech.md) and
-`--tool-call-parser hermes` (SmolLM2's chat template names no tool-call format; without a
-parser, tools are a 400). The default `--blas auto` preloads OpenBLAS; the direct references
-get it too. Measurements (WER, durations) are printed in the terminal summary.
+(float32) with Whisper tiny.en as `--transcription-model`, Kokoro-82M as `--speech-model`, `--dtype float32` (which builds Whisper in
+float32 too; mlx-audio's float16 takes ~5x longer per window on this CPU, docs/speech.md).
+SmolLM2's chat template never renders tools: they reach it as a Hermes system block, and the
+Hermes parser reads its calls (worker/text/tool_fallback.py). The default `--blas auto`
+preloads OpenBLAS; the direct references get it too. Measurements (WER, durations) are printed in the terminal summary.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from convert import packages
 from tests.support.direct_process import DirectProcess
 from tests.support.server import API_KEY, ServerProcess
+from worker.convert import packages
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _REPORT = pytest.StashKey[list[str]]()
@@ -40,8 +40,20 @@ def smollm2() -> str:
 
 
 @pytest.fixture(scope="session")
+def qwen_coder() -> str:
+    """Qwen2.5-Coder-0.5B-Instruct, the embedded default's chat model."""
+    return converted("qwen2.5-coder-0.5b-instruct")
+
+
+@pytest.fixture(scope="session")
 def tiny_en() -> str:
     return converted("whisper-tiny.en")
+
+
+@pytest.fixture(scope="session")
+def kokoro() -> str:
+    """Kokoro-82M, the embedded default's speech-out model (its ONNX export, converted)."""
+    return converted("kokoro-82m")
 
 
 @pytest.fixture(scope="session")
@@ -60,8 +72,16 @@ def start_server(args: list[str], log: Path) -> ServerProcess:
 
 
 @pytest.fixture(scope="session")
-def real_server(smollm2, tiny_en, tmp_path_factory):
-    args = [smollm2, "--asr-model", tiny_en, "--dtype", "float32", "--tool-call-parser", "hermes"]
+def real_server(smollm2, tiny_en, kokoro, tmp_path_factory):
+    args = [
+        smollm2,
+        "--transcription-model",
+        tiny_en,
+        "--speech-model",
+        kokoro,
+        "--dtype",
+        "float32",
+    ]
     server = start_server(args, tmp_path_factory.mktemp("logs") / "real.log")
     yield server
     server.stop()

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from convert import packages
 from tests.support.direct_process import DirectProcess
 from tests.support.spoken import SENTENCES, speak, word_error_rate
+from worker.convert import packages
 
 
 def main() -> None:

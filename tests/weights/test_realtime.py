@@ -4,7 +4,7 @@ real Whisper's transcript (equal to /v1/audio/transcriptions on the same audio),
 response (its transcript deltas, its audio deltas), a function call round trip, barge-in
 cancelling a response, the beta interface, and bad events answered with `error` events.
 
-The server: the scripted Qwen3 (scripts/checkpoints/scripted.py: it ends its turns, it calls a
+The server: the scripted Qwen3 (worker/tiny_models/scripted.py: it ends its turns, it calls a
 tool when one is required, it answers after a tool result) as the chat model, Whisper tiny.en
 (real weights, float32) as the speech recognizer and the tiny Qwen3-TTS that speaks 3.2 s a
 phrase (so a response lasts long enough to be interrupted).
@@ -22,11 +22,11 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
-from scripts.checkpoints import ensure_checkpoint
-from scripts.checkpoints.scripted import ANSWER, TOOL_NAME
 from tests.support.server import API_KEY
 from tests.support.spoken import loud_span_ms, pcm24k, word_error_rate
 from tests.weights.conftest import start_server
+from worker.tiny_models import ensure_checkpoint
+from worker.tiny_models.scripted import ANSWER, TOOL_NAME
 
 pytestmark = pytest.mark.real_weights
 
@@ -40,8 +40,8 @@ MAX_SESSIONS = 3
 def voice_server(tiny_en, tmp_path_factory):
     args = [
         str(ensure_checkpoint("qwen3_scripted")),
-        "--tts-model", str(ensure_checkpoint("qwen3_tts", "bench")),
-        "--asr-model", tiny_en,
+        "--speech-model", str(ensure_checkpoint("qwen3_tts", "bench")),
+        "--transcription-model", tiny_en,
         "--dtype", "float32",
         "--max-realtime-sessions", str(MAX_SESSIONS),
     ]  # fmt: skip
@@ -118,8 +118,12 @@ def test_a_spoken_question_gets_vad_events_its_transcript_and_a_spoken_answer(vo
     assert begins_ms - 400 <= started[0].audio_start_ms <= begins_ms - 200
     assert ends_ms + 400 <= stopped[0].audio_end_ms <= ends_ms + 800
 
-    transcript = of(events, "conversation.item.input_audio_transcription.completed")[0].transcript
+    completed = of(events, "conversation.item.input_audio_transcription.completed")[0]
+    transcript = completed.transcript
     assert word_error_rate([(QUESTION, transcript)]) <= 0.2, transcript
+    # usage: the committed turn's duration (it was always 0.0: read after the audio was freed)
+    turn_seconds = (stopped[0].audio_end_ms - started[0].audio_start_ms) / 1000
+    assert completed.usage.seconds == pytest.approx(turn_seconds, abs=0.05)
     # The same audio through /v1/audio/transcriptions: the same words.
     turn = pcm[started[0].audio_start_ms * 48 : stopped[0].audio_end_ms * 48]
     assert transcript == _transcribe(voice_server, turn)
@@ -135,7 +139,7 @@ def test_a_spoken_question_gets_vad_events_its_transcript_and_a_spoken_answer(vo
 
 
 def _transcribe(server, pcm: bytes) -> str:
-    from gateway.realtime.pcm import wav_file
+    from gateway.api.realtime.pcm import wav_file
 
     r = httpx.post(
         f"{server.url}/v1/audio/transcriptions",

@@ -1,6 +1,6 @@
 """Warm prompts: prefixes prefilled into the prefix cache at start, before the first request.
 
-The file's format and its parsing live in `launch.warm_prompts` (the gateway checks the file
+The file's format and its parsing live in `protocol.launch.warm_prompts` (the gateway checks the file
 before it spawns the worker); this is the MLX-thread half.
 """
 

@@ -33,7 +33,7 @@ def run_follower(args: argparse.Namespace) -> int:
     """Runs a rank other than 0 until rank 0's shutdown (0) or a failure (1)."""
     from worker.runtime.handoff import Handoff
     from worker.runtime.loading import load_engines
-    from worker.runtime.process import run_scheduler
+    from worker.runtime.mlx_thread import run_scheduler
     from worker.runtime.stats import WorkerStats
     from worker.text.args import check_blas
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launch.parallel_modes import PARALLEL_MODES
+from protocol.launch.parallel_modes import PARALLEL_MODES
 
 
 class ShardingError(ValueError):

@@ -46,6 +46,7 @@ from worker.embedding.inputs import (
 from worker.embedding.models import EmbeddingModel
 from worker.embedding.rerankers import RerankModel
 from worker.runtime.errors import RequestError, bad_request
+from worker.text.prompt_size import longest_token_bytes
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class EmbeddingEngine(_PassEngine):
             max_inputs=settings.max_inputs,
             max_total_tokens=settings.max_total_tokens,
             vocab_size=checkpoint.vocab_size,
+            longest_token=longest_token_bytes(model.tokenizer),
         )
 
     def enable_scoring(self, on: bool = True) -> None:
@@ -191,19 +193,16 @@ class EmbeddingEngine(_PassEngine):
 
     def _admit_score(self, request_id: str, inputs: ScoreInputs) -> Delta:
         """The embedding fallback: the queries (each once) and the documents as inputs."""
-        check_pairs(inputs, self.limits)
-        queries = list(dict.fromkeys(inputs.queries))
+        pairs = check_pairs(inputs, self.limits)
+        queries = list(dict.fromkeys(q for q, _ in pairs))
         longest = self.limits.max_input_tokens
-        texts = queries + inputs.documents
+        texts = queries + [d for _, d in pairs]
         rows = encode_texts(texts, self.model.tokenizer, inputs.truncate, longest)
         n = len(queries)
         check_rows(rows, self.limits, lambda i: "query" if i < n else f"documents[{i - n}]")
         check_total(rows, self.limits, "documents")
         at = {q: i for i, q in enumerate(queries)}
-        asked = [
-            at[inputs.queries[i if len(inputs.queries) > 1 else 0]]
-            for i in range(len(inputs.documents))
-        ]
+        asked = [at[q] for q, _ in pairs]
 
         def finish(outputs: list[np.ndarray]) -> Delta:
             vectors = np.stack(outputs)
@@ -283,6 +282,7 @@ class RerankEngine(_PassEngine):
             max_inputs=settings.max_inputs,
             max_total_tokens=settings.max_total_tokens,
             vocab_size=0,
+            longest_token=longest_token_bytes(model.tokenizer),
         )
 
     def _forward(self, rows: Rows, types: Rows | None) -> mx.array:

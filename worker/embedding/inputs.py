@@ -25,6 +25,10 @@ class Limits:
     max_inputs: int
     max_total_tokens: int
     vocab_size: int  # 0: unknown (ids then unchecked against it)
+    # The longest token's stored length (worker/text/prompt_size.py); 0: unknown. A text of more
+    # than max_input_tokens * longest_token characters cannot fit, and is refused (or, when
+    # truncated, cut to a length that still holds the kept tokens) before it is tokenized.
+    longest_token: int = 0
 
 
 def tokenize(inputs: EmbedInputs, tokenizer: Any, limits: Limits) -> list[list[int]]:
@@ -38,6 +42,10 @@ def tokenize(inputs: EmbedInputs, tokenizer: Any, limits: Limits) -> list[list[i
             "per request (--max-embedding-inputs)"
         )
     keep = kept_tokens(inputs.truncate, limits.max_input_tokens)
+    items = [
+        bounded_text(item, limits, keep, f"input[{i}]") if isinstance(item, str) else item
+        for i, item in enumerate(items)
+    ]
     rows = _encode_texts(items, tokenizer, keep)
     for index, row in enumerate(rows):
         if row is None:  # token ids
@@ -90,7 +98,28 @@ def check_pairs(inputs: ScoreInputs, limits: Limits) -> list[tuple[str, str]]:
             f"`documents` has {len(documents)} documents; this server takes at most "
             f"{limits.max_inputs} per request (--max-embedding-inputs)"
         )
+    keep = kept_tokens(inputs.truncate, limits.max_input_tokens)
+    query_names = ["query"] if len(queries) == 1 else [f"queries[{i}]" for i in range(len(queries))]
+    queries = [
+        bounded_text(q, limits, keep, name) for q, name in zip(queries, query_names, strict=True)
+    ]
+    documents = [bounded_text(d, limits, keep, f"documents[{i}]") for i, d in enumerate(documents)]
     return [(queries[i if len(queries) > 1 else 0], d) for i, d in enumerate(documents)]
+
+
+def bounded_text(text: str, limits: Limits, keep: int | None, name: str) -> str:
+    """`text`, or a 400 naming it when it cannot fit the model (`keep` None: no truncation);
+    truncated, only the part that can hold the kept tokens, with a margin for the cut."""
+    if not limits.longest_token:
+        return text
+    if keep is not None:
+        return text[: (keep + 64) * limits.longest_token]
+    if len(text) > limits.max_input_tokens * limits.longest_token:
+        raise bad_request(
+            f"`{name}` is at least {len(text) // limits.longest_token} tokens long; this model "
+            f"takes at most {limits.max_input_tokens} (or set truncate_prompt_tokens)"
+        )
+    return text
 
 
 def encode_texts(

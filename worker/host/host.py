@@ -43,7 +43,6 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from launch.curve_keys import HostKeys, KeysError, host_keys
 from protocol.codec import ProtocolError, decode, encode
 from protocol.endpoints import BadAddress, Endpoints
 from protocol.host import (
@@ -55,6 +54,8 @@ from protocol.host import (
     HostTag,
     frame_tag,
 )
+from protocol.launch.curve_keys import HostKeys, KeysError, host_keys
+from protocol.launch.python import python_module
 from protocol.log_format import LOG_FORMATS, configure_logging
 from protocol.messages import Tag
 
@@ -254,7 +255,7 @@ class WorkerHost:
 
     def _spawn(self) -> bool:
         argv = [
-            sys.executable, "-m", "worker",
+            *python_module("worker"),
             "--to-worker", self.local.to_worker,
             "--from-worker", self.local.from_worker,
             "--parent-pid", str(os.getpid()),
@@ -338,7 +339,7 @@ class WorkerHost:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m worker.host", description=__doc__)
     parser.add_argument("--listen", required=True, help="tcp://HOST:PORT (PORT + 1 too)")
-    parser.add_argument("--keys", help="the host's CURVE keys (launch/curve_keys.py)")
+    parser.add_argument("--keys", help="the host's CURVE keys (protocol/launch/curve_keys.py)")
     parser.add_argument("--insecure", action="store_true", help="plain TCP, no CURVE")
     parser.add_argument("--restart-backoff-max", type=float, default=30.0)
     parser.add_argument("--restart-window", type=float, default=120.0)

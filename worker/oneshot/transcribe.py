@@ -31,6 +31,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, help="0..1 (default: Whisper's fallback)")
     parser.add_argument("--task", choices=["transcribe", "translate"], default="transcribe")
     parser.add_argument("--word-timestamps", action="store_true", help="time every word too")
+    parser.add_argument(
+        "--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
+        help="float32: Whisper in float32 (the fast path on a CPU, as the server's worker)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -38,7 +42,7 @@ def transcribe(args: argparse.Namespace) -> list[Delta]:
     """Run one transcription with the server's engine; its deltas, the terminal one last."""
     from worker.transcription.engine import load_stt_engine
 
-    engine = load_stt_engine(args.model)
+    engine = load_stt_engine(args.model, args.dtype)
     timestamps = ["word", "segment"] if args.word_timestamps else ["segment"]
     inputs = TranscribeInputs(
         audio=Path(args.file).read_bytes(),

@@ -18,7 +18,7 @@ class RequestError(Exception):
     def __init__(
         self,
         message: str,
-        code: str = ErrorCode.BAD_REQUEST,
+        code: ErrorCode = ErrorCode.BAD_REQUEST,
         prompt_tokens: int | None = None,
         max_prompt_tokens: int | None = None,
     ) -> None:

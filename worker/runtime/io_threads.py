@@ -115,13 +115,12 @@ class Receiver(threading.Thread):
         self._controls[call.method](call)  # every ControlMethod has one (decoding checked it)
 
     def _control_stats(self, call: ControlCall) -> None:
-        self._outbox.put(ControlReply(call_id=call.call_id, ok=True, result=self._stats.snapshot()))
+        self._outbox.put(ControlReply(call_id=call.call_id, ok=True, stats=self._stats.snapshot()))
 
     def _control_tokenizer(self, call: ControlCall) -> None:
         """count_tokens, tokenize, detokenize: answered here, with the tokenizer only."""
         try:
-            result = self._tokenizer_result(call)
-            reply = ControlReply(call.call_id, ok=True, result=result)
+            reply = self._tokenizer_reply(call)
         except RequestError as exc:
             reply = ControlReply(call.call_id, ok=False, error=exc.message)
         except Exception as exc:  # every call gets a reply, or the gateway waits for it
@@ -129,21 +128,21 @@ class Receiver(threading.Thread):
             reply = ControlReply(call.call_id, ok=False, error=internal(exc).message)
         self._outbox.put(reply)
 
-    def _tokenizer_result(self, call: ControlCall) -> dict[str, Any]:
+    def _tokenizer_reply(self, call: ControlCall) -> ControlReply:
         calls = self._tokenizer
         if calls is None:
             raise bad_request(f"this model does not {_VERBS[call.method]}")
         if call.method == ControlMethod.COUNT_TOKENS:
             if call.chat is None:
                 raise bad_request("count_tokens needs the chat")
-            return {"input_tokens": calls.count_tokens(call.chat)}
+            return ControlReply(call.call_id, True, input_tokens=calls.count_tokens(call.chat))
         if call.method == ControlMethod.TOKENIZE:
             if call.tokenize is None:
                 raise bad_request("tokenize needs its arguments")
-            return calls.tokenize(call.tokenize)
+            return ControlReply(call.call_id, True, tokenized=calls.tokenize(call.tokenize))
         if call.detokenize is None:
             raise bad_request("detokenize needs the token ids")
-        return calls.detokenize(call.detokenize)
+        return ControlReply(call.call_id, True, text=calls.detokenize(call.detokenize))
 
     def _control_shutdown(self, call: ControlCall) -> None:
         # The MLX thread aborts every request, replies and ends its loop; the flag also stops

@@ -5,7 +5,7 @@ a speech-recognition model gets the speech-in engine, a TTS model the speech-out
 other model is served by mlx-lm (the text engine) or mlx-vlm (the vision engine, images and
 audio in) as `--backend` says: "auto" picks mlx-vlm when config.json has a `vision_config` or
 `audio_config` section, "text" forces mlx-lm, "omni" forces mlx-vlm (a clear error when mlx-vlm
-is not installed or has no module for the model_type). `--tts-model` / `--asr-model` add a
+is not installed or has no module for the model_type). `--speech-model` / `--transcription-model` add a
 speech engine next to the main one, in the same worker and on the same MLX thread. `--omni`
 insists that the main model is a speech model (a clear error otherwise). An embedding
 checkpoint (a sentence-transformers folder, or a text encoder such as BERT:
@@ -37,16 +37,20 @@ from protocol.ready import (
 from worker.embedding.args import add_embedding_arguments, embedding_settings
 from worker.embedding.checkpoint import LLM_RERANKER, is_embedding_checkpoint, reranker_method
 
-TEXT, VISION, SPEECH_OUT, SPEECH_IN, EMBED = "text", "vision", "tts", "stt", "embed"
+# mlx-audio names its two kinds "tts" (speech) and "stt" (transcription)
+TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED = "text", "vision", "tts", "stt", "embed"
 RERANK = "rerank"
 BACKENDS = ("auto", "text", "omni")
-_EXTRA = {SPEECH_OUT: "tts", SPEECH_IN: "audio"}
+_EXTRA = {SPEECH: "tts", TRANSCRIPTION: "audio"}
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--tts-model", help="a TTS checkpoint served next to the main model (speech out)")
-    add("--asr-model", help="a speech-recognition checkpoint served next to it (speech in)")
+    add("--speech-model", help="a TTS checkpoint served next to the main model (speech out)")
+    add(
+        "--transcription-model",
+        help="a speech-recognition checkpoint served next to it (speech in)",
+    )
     add("--omni", action="store_true", help="the main model is a speech model")
     add(
         "--backend",
@@ -80,7 +84,7 @@ def _non_negative(text: str) -> int:
 
 
 def model_kind(path: str) -> str:
-    """TEXT, SPEECH_OUT or SPEECH_IN, from the checkpoint's config.json."""
+    """TEXT, SPEECH or TRANSCRIPTION, from the checkpoint's config.json."""
     try:
         from mlx_audio.registry import classify_model
     except ImportError:  # no speech extra installed: only text models are servable
@@ -88,11 +92,11 @@ def model_kind(path: str) -> str:
     from worker.transcription.family import read_model_type
 
     kind = classify_model(read_model_type(path), Path(path).name)
-    return kind if kind in (SPEECH_OUT, SPEECH_IN) else TEXT
+    return kind if kind in (SPEECH, TRANSCRIPTION) else TEXT
 
 
 def main_model_kind(path: str, backend: str = "auto") -> str:
-    """TEXT, VISION, SPEECH_OUT, SPEECH_IN, EMBED or RERANK for the main model under `--backend`;
+    """TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED or RERANK for the main model under `--backend`;
     raises ValueError (naming the fix) when the backend cannot serve it."""
     from worker.vision.model import (
         OMNI_EXTRA_HINT,
@@ -162,13 +166,16 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
         _add_reranker(loaded, args.model, args)
     else:
         _add_speech(loaded, kind, args.model, args.dtype)
-    for extra_kind, path in ((SPEECH_OUT, args.tts_model), (SPEECH_IN, args.asr_model)):
+    for extra_kind, path in (
+        (SPEECH, args.speech_model),
+        (TRANSCRIPTION, args.transcription_model),
+    ):
         if path:
             found = model_kind(path)
             if found != extra_kind:
                 raise ValueError(
-                    f"--{'tts' if extra_kind == SPEECH_OUT else 'asr'}-model {path} is not a "
-                    f"{'TTS' if extra_kind == SPEECH_OUT else 'speech-recognition'} checkpoint "
+                    f"--{'speech' if extra_kind == SPEECH else 'transcription'}-model {path} is "
+                    f"not a {'speech' if extra_kind == SPEECH else 'transcription'} checkpoint "
                     f"(install the [{_EXTRA[extra_kind]}] extra if it is one)"
                 )
             _add_speech(loaded, extra_kind, path, args.dtype)
@@ -278,7 +285,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
 
 
 def _add_speech(loaded: LoadedEngines, kind: str, path: str, dtype: str = "auto") -> None:
-    if kind == SPEECH_OUT:
+    if kind == SPEECH:
         from worker.speech.engine import load_tts_engine
 
         engine = load_tts_engine(path)

@@ -17,18 +17,16 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 from protocol.log_format import LOG_FORMATS, configure_logging
 from protocol.messages import PROTOCOL_VERSION, Fatal, Ready
 from worker.distributed.args import add_distributed_arguments, is_leader_rank
-from worker.distributed.lockstep import IDLE_PAUSE
 from worker.runtime.channels import WorkerChannels
 from worker.runtime.handoff import Handoff
 from worker.runtime.io_threads import Receiver, Sender
 from worker.runtime.loading import add_engine_arguments
+from worker.runtime.mlx_thread import run_scheduler
 from worker.runtime.parent_watchdog import install_parent_watchdog
-from worker.runtime.scheduler import Scheduler
 from worker.runtime.stats import WorkerStats
 from worker.text.args import add_generation_arguments, check_generation_arguments
 
@@ -137,7 +135,8 @@ def _serve(
 
         # count_tokens, tokenize and detokenize are answered on the receiver thread
         # (tokenizer only, no MLX).
-        receiver.set_tokenizer(TokenizerCalls(loaded.tokenizer))
+        max_context = loaded.text.max_context if loaded.text is not None else None
+        receiver.set_tokenizer(TokenizerCalls(loaded.tokenizer, max_context))
     outbox.put(
         Ready(
             protocol_version=PROTOCOL_VERSION,
@@ -173,34 +172,6 @@ def _fatal(what: str, exc: Exception) -> Fatal:
     """`message` is short and safe to show anyone (the kind of failure); `detail` has the
     exception's text and traceback, which can name files, for the gateway's log."""
     return Fatal(f"{what} ({type(exc).__name__})", f"{exc}\n{traceback.format_exc()}")
-
-
-def run_scheduler(
-    engines: list[Any],
-    model: Any,
-    handoff: Handoff,
-    outbox: queue.SimpleQueue,
-    stats: WorkerStats,
-    max_num_seqs: int,
-    lockstep: Any = None,
-) -> None:
-    scheduler = Scheduler(
-        engines=engines,
-        handoff=handoff,
-        outbox=outbox,
-        stats=stats,
-        max_num_seqs=max_num_seqs,
-        lockstep=lockstep,
-        **({} if lockstep is None else {"idle_wait": IDLE_PAUSE}),
-    )
-    if model is None:  # speech only
-        scheduler.run()
-        return
-    from mlx_lm.generate import generation_stream, wired_limit
-
-    # mlx-lm's own generate functions run under this (it raises the wired memory limit on Metal).
-    with wired_limit(model, [generation_stream]):
-        scheduler.run()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -17,6 +17,14 @@ log = logging.getLogger("worker.requests")
 
 # Worker request id -> the id its log lines name, while it runs (the MLX thread's own).
 _NAMES: dict[str, str] = {}
+# Worker request id -> what its engine adds to the line written as it ends (e.g. speculation's
+# acceptance); set by the engine before it returns the terminal delta.
+_NOTES: dict[str, str] = {}
+
+
+def note(request_id: str, text: str) -> None:
+    """Adds `text` to the line logged when the request ends (the MLX thread's own)."""
+    _NOTES[request_id] = text
 
 
 def named(request_id: str) -> dict[str, str]:
@@ -41,12 +49,14 @@ class RequestLog:
         """Call with a terminal delta."""
         started = self._started.pop(delta.request_id, None)
         _NAMES.pop(delta.request_id, None)
+        noted = _NOTES.pop(delta.request_id, "")
         op, name, arrival = started or ("?", delta.request_id, None)
         seconds = "" if arrival is None else f" in {self._clock() - arrival:.3f}s"
         usage = delta.usage
         tokens = f" prompt={usage.prompt_tokens} output={usage.completion_tokens}" if usage else ""
         if usage is not None and usage.cached_tokens:
             tokens += f" cached={usage.cached_tokens}"
+        tokens += noted
         extra = {"request_id": name}
         reason = str(delta.finish_reason)
         if delta.finish_reason == FinishReason.ERROR and delta.error is not None:

@@ -74,6 +74,10 @@ class _Active:
     engine: Engine
 
 
+# Seconds the MLX thread waits for work when it has none (a new request wakes it at once).
+IDLE_WAIT = 0.1
+
+
 class Scheduler:
     """Runs on the MLX thread until a shutdown request; see the module docstring."""
 
@@ -84,7 +88,7 @@ class Scheduler:
         outbox: queue.SimpleQueue,
         stats: WorkerStats,
         max_num_seqs: int,
-        idle_wait: float = 0.1,
+        idle_wait: float = IDLE_WAIT,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
         lockstep: Lockstep | None = None,
@@ -323,6 +327,9 @@ def _expired(submit: Submit, now: float) -> bool:
 
 
 def _terminal(
-    request_id: str, reason: str, error: ErrorInfo | None = None, usage: Usage | None = None
+    request_id: str,
+    reason: FinishReason,
+    error: ErrorInfo | None = None,
+    usage: Usage | None = None,
 ) -> Delta:
     return Delta(request_id, finish_reason=reason, usage=usage or Usage(0, 0), error=error)

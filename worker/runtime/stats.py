@@ -4,7 +4,8 @@ Besides the scheduler's request and token counts, the engines count their own wo
 happens (once the scheduler bound them to these stats, see `Scheduler`): prefix-cache lookups
 in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reused from the
 cache; worker/text/prefix_reuse.py, worker/vision/engine.py), prompt tokens prefilled inside
-decode steps (worker/text/batch_engine.py), seconds of speech sent
+decode steps and speculative decoding's drafts and accepted tokens (worker/text/batch_engine.py),
+seconds of speech sent
 (worker/speech/engine.py) and seconds of audio transcribed (worker/transcription/engine.py).
 Every counter is a total since the worker started; the gateway's /metrics carries them over
 worker restarts (gateway/metrics/worker.py).
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+
+from protocol.messages import WorkerCounters
 
 
 class WorkerStats:
@@ -32,6 +34,11 @@ class WorkerStats:
         self._prefix_cache_queries = 0
         self._prefix_cache_hits = 0
         self._prefill_in_decode = 0
+        # Speculative decoding, as vLLM counts it (worker/text/speculation/counters.py)
+        self._spec_drafts = 0
+        self._spec_draft_tokens = 0
+        self._spec_accepted = 0
+        self._spec_accepted_per_pos: list[int] = []
         self._speech_seconds = 0.0
         self._transcribed_seconds = 0.0
 
@@ -64,6 +71,20 @@ class WorkerStats:
         with self._lock:
             self._prefill_in_decode += tokens
 
+    def count_speculation(
+        self, drafts: int, draft_tokens: int, accepted: int, accepted_per_position: list[int]
+    ) -> None:
+        """Verifications of proposed tokens: drafts (one sequence's proposals in one step),
+        their tokens, those accepted, and how often the token at each position was."""
+        with self._lock:
+            self._spec_drafts += drafts
+            self._spec_draft_tokens += draft_tokens
+            self._spec_accepted += accepted
+            per_pos = self._spec_accepted_per_pos
+            per_pos.extend([0] * (len(accepted_per_position) - len(per_pos)))
+            for j, n in enumerate(accepted_per_position):
+                per_pos[j] += n
+
     def count_speech(self, seconds: float) -> None:
         with self._lock:
             self._speech_seconds += seconds
@@ -77,21 +98,25 @@ class WorkerStats:
         with self._lock:
             return len(self._active_ids), self._waiting
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> WorkerCounters:
         with self._lock:
-            return {
-                "model": self._model,
-                "pid": os.getpid(),
-                "active": len(self._active_ids),
-                "waiting": self._waiting,
-                "active_request_ids": list(self._active_ids),
-                "requests_total": self._requests_total,
-                "requests_aborted": self._requests_aborted,
-                "tokens_generated": self._tokens_generated,
-                "prompt_tokens": self._prompt_tokens,
-                "prefix_cache_queries": self._prefix_cache_queries,
-                "prefix_cache_hits": self._prefix_cache_hits,
-                "prefill_tokens_in_decode_steps": self._prefill_in_decode,
-                "speech_seconds": self._speech_seconds,
-                "transcribed_seconds": self._transcribed_seconds,
-            }
+            return WorkerCounters(
+                model=self._model,
+                pid=os.getpid(),
+                active=len(self._active_ids),
+                waiting=self._waiting,
+                active_request_ids=list(self._active_ids),
+                requests_total=self._requests_total,
+                requests_aborted=self._requests_aborted,
+                tokens_generated=self._tokens_generated,
+                prompt_tokens=self._prompt_tokens,
+                prefix_cache_queries=self._prefix_cache_queries,
+                prefix_cache_hits=self._prefix_cache_hits,
+                prefill_tokens_in_decode_steps=self._prefill_in_decode,
+                speech_seconds=self._speech_seconds,
+                transcribed_seconds=self._transcribed_seconds,
+                spec_decode_num_drafts=self._spec_drafts,
+                spec_decode_num_draft_tokens=self._spec_draft_tokens,
+                spec_decode_num_accepted_tokens=self._spec_accepted,
+                spec_decode_num_accepted_tokens_per_pos=list(self._spec_accepted_per_pos),
+            )

@@ -1,7 +1,8 @@
 """Speech out on mlx-audio: text -> PCM deltas, implementing `worker.runtime.engine.Engine`.
 
 Each admitted request owns the generator `model.generate(**kwargs)` of its mlx-audio model
-(kwargs from its family, worker/speech/families.py). `step()` does one bounded unit of work for
+(kwargs from its family, worker/speech/families.py; Kokoro's is the server's own front end over
+mlx-audio's model, worker/speech/kokoro_speaker.py). `step()` does one bounded unit of work for
 every active request, round robin, and sends what it produced at once as `Delta(audio=<int16
 LE>, sample_rate=...)`. A unit is one yield of the generator, except where that would hold the
 worker's one MLX thread (and the chat requests next to it) long:
@@ -136,7 +137,7 @@ class TtsEngine:
         chars = len(submit.inputs.input)
         try:
             request = self._validate(submit.inputs)
-            generation = iter(self.model.generate(**self.generate_kwargs(request)))
+            generation = iter(self.family.generate(self.model, self.generate_kwargs(request)))
         except RequestError as exc:
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())
         except Exception as exc:
@@ -238,7 +239,7 @@ class TtsEngine:
         for start in range(0, len(pcm), step):
             speech.pending.append((pcm[start : start + step], rate))
 
-    def _end(self, rid: str, reason: str, error: ErrorInfo | None = None) -> Delta:
+    def _end(self, rid: str, reason: FinishReason, error: ErrorInfo | None = None) -> Delta:
         speech = self._active.pop(rid)
         self._close(speech)
         return _terminal(rid, reason, speech.usage(), error)
@@ -335,7 +336,9 @@ def _bound_reference_cache(model: Any) -> None:
         cache.clear()
 
 
-def _terminal(rid: str, reason: str, usage: Usage, error: ErrorInfo | None = None) -> Delta:
+def _terminal(
+    rid: str, reason: FinishReason, usage: Usage, error: ErrorInfo | None = None
+) -> Delta:
     return Delta(rid, finish_reason=reason, usage=usage, error=error)
 
 

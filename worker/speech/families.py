@@ -9,7 +9,7 @@ silently ignored.
 
 `FAMILIES` is the supported list; a checkpoint of any other mlx-audio family fails at load
 with a message that names these. All five are exercised by the test suite on tiny checkpoints
-built offline (kokoro where misaki, its G2P, is installed).
+built offline (kokoro where misaki's espeak-ng G2P is installed).
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ class Family:
     # Loads what mlx-audio would otherwise load on the first request (MOSS-TTS-Nano's codec),
     # so that a checkpoint missing a part fails at start, not in a client's request.
     prepare: Callable[[Any], None] = lambda model: None
+    # The generation a request's kwargs drive: mlx-audio's `model.generate(**kwargs)`, except
+    # for Kokoro (the server's own text front end: worker/speech/kokoro_speaker.py).
+    generate: Callable[[Any, dict[str, Any]], Any] = lambda model, kwargs: model.generate(**kwargs)
 
 
 def _no_languages(model: Any) -> list[str]:
@@ -165,76 +168,39 @@ SOPRANO = Family(
 )
 
 
-# -- Kokoro: voice packs in voices/, the language is the voice name's first letter ---------
-
-KOKORO_DEFAULT_VOICE = "af_heart"  # what mlx-audio's Kokoro speaks with when given no voice
-# What each language's G2P needs (mlx-audio's KokoroPipeline imports these lazily).
-_KOKORO_G2P_NEEDS = {
-    "a": "misaki[en]",
-    "b": "misaki[en]",
-    "j": "misaki[ja]",
-    "z": "misaki[zh]",
-}
-_KOKORO_ESPEAK_NEEDS = "misaki, phonemizer-fork and espeakng-loader"
+# -- Kokoro: voice packs in voices/ (a voice's language: its name's first letter) ----------
 
 
-def _kokoro_code(language: str) -> str:
-    """mlx-audio's one-letter language code for a code or one of its aliases ("es" -> "e")."""
-    from mlx_audio.tts.models.kokoro.pipeline import ALIASES
-
-    return ALIASES.get(language, language)
+def _speaker(model: Any) -> Any:
+    speaker = getattr(model, "vomlx_speaker", None)
+    if speaker is None:
+        raise RuntimeError("the Kokoro model was not prepared (worker/speech/families.py)")
+    return speaker
 
 
 def _kokoro_prepare(model: Any) -> None:
-    # Builds every language's pipeline (its G2P) now: mlx-audio would build it on a request,
-    # printing to stdout and failing there when its misaki extra is missing. A language whose
-    # G2P does not load here is left out of the model's languages; none at all fails the load.
-    from mlx_audio.tts.models.kokoro.pipeline import LANG_CODES
+    # The server's own front end (worker/speech/kokoro_speaker.py): G2P for every language
+    # that loads here, the voice packs; a plain attribute (not part of the module's tree).
+    from worker.speech.kokoro_speaker import KokoroSpeaker
 
-    path = Path(model.config.model_path)
-    if not any((path / "voices").glob("*.safetensors")):
-        raise ValueError(f"{path} has no voice packs (voices/*.safetensors)")
-    missing = []
-    for code in LANG_CODES:
-        try:
-            model._get_pipeline(code)
-        except Exception as exc:
-            needs = _KOKORO_G2P_NEEDS.get(code, _KOKORO_ESPEAK_NEEDS)
-            missing.append(f"{code} (needs {needs}: {exc.__cause__ or exc})")
-    if missing:
-        log.warning("Kokoro languages left out, their G2P does not load: %s", "; ".join(missing))
-    if not model._pipelines:
-        raise ValueError(f"no language's G2P loads: pip install {_KOKORO_ESPEAK_NEEDS}")
-
-
-def _kokoro_languages(model: Any) -> list[str]:
-    from mlx_audio.tts.models.kokoro.pipeline import ALIASES
-
-    codes = sorted(model._pipelines)
-    return codes + sorted(alias for alias, code in ALIASES.items() if code in codes)
+    model.vomlx_speaker = KokoroSpeaker(model, Path(model.config.model_path))
 
 
 def _kokoro_voices(model: Any, path: Path) -> list[dict[str, Any]]:
-    # Only safetensors packs: mlx-audio looks for voices/<name>.safetensors and downloads
-    # anything else. Listed first (the default voice when a request names none): mlx-audio's
-    # own default, then voices whose language this server can speak.
-    names = {p.stem for p in (path / "voices").glob("*.safetensors")}
-    spoken = set(getattr(model, "_pipelines", ()))
-    order = sorted(names, key=lambda n: (n[:1] not in spoken, n != KOKORO_DEFAULT_VOICE, n))
-    return [{"name": name, "language": name[:1]} for name in order]
+    # The default voice first (a request naming none gets it), then voices whose language is
+    # read here.
+    return list(_speaker(model).voices)
 
 
 def _kokoro_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> dict[str, Any]:
-    voice = req.voice or KOKORO_DEFAULT_VOICE
-    code = _kokoro_code(req.language) if req.language else voice[:1]
-    if code not in model._pipelines:
-        needs = _KOKORO_G2P_NEEDS.get(code, _KOKORO_ESPEAK_NEEDS)
-        listed = ", ".join(sorted(model._pipelines))
-        raise bad_request(
-            f"voice {voice!r} speaks language {code!r}, which needs {needs} on the server; "
-            f"send language with one of: {listed}"
-        )
+    speaker = _speaker(model)
+    voice = req.voice or speaker.default_voice
+    code = speaker.language_for(voice, req.language)
     return {"text": req.text, "voice": voice, "speed": req.speed or 1.0, "lang_code": code}
+
+
+def _kokoro_generate(model: Any, kwargs: dict[str, Any]) -> Any:
+    return _speaker(model).generate(**kwargs)
 
 
 KOKORO = Family(
@@ -244,10 +210,11 @@ KOKORO = Family(
     cloning=_none,
     descriptions=_none,
     instructions=_none,
-    languages=_kokoro_languages,
+    languages=lambda model: _speaker(model).languages(),
     speed=True,
     streams=False,
     kwargs=_kokoro_kwargs,
+    generate=_kokoro_generate,
     passes_voice=True,
     default_first_voice=True,
     prepare=_kokoro_prepare,

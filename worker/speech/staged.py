@@ -5,8 +5,8 @@ chat request that arrives during a speech request waits, for each of its tokens,
 step. A yield of mlx-audio's streaming Qwen3-TTS generator does two things: the talker and code
 predictor make `streaming_interval * 12.5` codec frames (a few ms each), then the codec's
 decoder turns them into audio with `speech_tokenizer.decoder.streaming_step(codes)`; the
-decoder is by far the larger part (on the CPU its dilated and transposed convolutions took
-~250 ms of the ~275 ms a 2-frame yield took on the tiny checkpoint: docs/benchmarks.md).
+decoder is by far the larger part on the CPU (its dilated and transposed convolutions:
+docs/benchmarks.md).
 
 The generator cannot be paused inside, and a smaller `streaming_interval` would change the
 chunks the codec sees, so this splits the decoder's work without changing it:
@@ -22,7 +22,7 @@ chunks the codec sees, so this splits the decoder's work without changing it:
 Evaluating intermediate arrays of MLX's lazy graph earlier runs the same kernels on the same
 inputs (streaming_step is not under `mx.compile`: the compiled wrapper mlx-audio installs only
 compiles `__call__`), so the audio is sample for sample what the generator would have decoded:
-tests/unit/test_tts_engine.py compares it with direct mlx-audio.
+tests/unit/test_speech_engine.py compares it with direct mlx-audio.
 
 The replay mirrors `Qwen3TTSSpeechTokenizerDecoder.streaming_step` and `DecoderBlock.step`
 (mlx-audio, MIT licence: the same operations in the same order, cut into stages), so

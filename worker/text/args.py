@@ -2,7 +2,7 @@
 
 Flags (the gateway's `serve` passes the same names): --prefill-step-size, --prefill-interleave,
 --draft-model,
---num-draft-tokens, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
+--num-draft-tokens, --speculative, --prompt-lookup-min, --prompt-lookup-max, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
 --blas, --prefix-cache-bytes, --ssd-cache-dir, --ssd-cache-max-gb, --warm-prompts.
 `build_text_engine` loads the model (and draft model), opens the prefix cache and picks the
 engine: continuous batching (worker/text/batch_engine.py) unless a setting mlx-lm's BatchGenerator
@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from launch import blas
+from protocol.launch import blas
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +38,19 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
     add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")
     add("--num-draft-tokens", type=int, default=3, help="draft tokens per verification")
+    add(
+        "--speculative",
+        default="none",
+        help="auto | ngram | draft | none: speculative decoding (worker/text/speculation/)",
+    )
+    add("--prompt-lookup-min", type=int, default=2, help="ngram: shortest n-gram matched")
+    add("--prompt-lookup-max", type=int, default=3, help="ngram: longest n-gram matched")
     add("--kv-bits", type=int, choices=KV_BITS, help="quantize the KV cache to these bits")
     add("--kv-group-size", type=int, default=64, choices=(32, 64, 128))
     add("--quantized-kv-start", type=int, default=5000, help="quantize the KV cache after it")
     add("--max-kv-size", type=int, help="rotating KV cache of this many tokens")
     add("--dtype", default="auto", choices=DTYPES, help="cast the weights at load")
-    add("--blas", default="auto", choices=blas.MODES, help="see launch/blas.py")
+    add("--blas", default="auto", choices=blas.MODES, help="see protocol/launch/blas.py")
     add("--prefix-cache-bytes", type=int, default=DEFAULT_PREFIX_CACHE_BYTES, help="0: off")
     add("--ssd-cache-dir", help="directory of the prefix cache's SSD tier")
     add("--ssd-cache-max-gb", type=float, default=16.0)
@@ -51,10 +58,21 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_generation_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    positive = ("prefill_step_size", "num_draft_tokens")
-    for name in positive:
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    from worker.text.speculation.config import (
+        METHODS,
+        check_draft_tokens,
+        check_lookup_sizes,
+    )
+
+    if args.prefill_step_size < 1:
+        parser.error("--prefill-step-size must be at least 1")
+    if args.speculative not in METHODS:
+        parser.error(f"--speculative must be one of {', '.join(METHODS)}")
+    complaint = check_draft_tokens(args.num_draft_tokens) or check_lookup_sizes(
+        args.prompt_lookup_min, args.prompt_lookup_max
+    )
+    if complaint:
+        parser.error(complaint)
     if args.quantized_kv_start < 0:
         parser.error("--quantized-kv-start must be >= 0")
     # mlx-lm's rotating cache keeps the first 4 tokens.
@@ -138,17 +156,59 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
             ssd_max_bytes=int(args.ssd_cache_max_gb * 2**30),
         )
     )
-    blocker = settings.batch_path_blocker(text_model.draft_model is not None)
+    blocker = settings.batch_path_blocker()
+    if blocker is None and text_model.draft_model is not None:
+        blocker = "a draft model (speculative decoding)"
+    speculation = speculation_for(args, text_model, blocker, distributed=sharder is not None)
     if blocker is None:
         pacer = prefill_pacer(args.prefill_interleave, settings, distributed=sharder is not None)
-        engine: Any = BatchTextEngine(text_model, settings, args.max_num_seqs, prefix, pacer)
-        log.info("continuous batching: up to %d requests at once", args.max_num_seqs)
+        engine: Any = BatchTextEngine(
+            text_model, settings, args.max_num_seqs, prefix, pacer, speculation=speculation
+        )
+        log.info(
+            "continuous batching: up to %d requests at once; speculative decoding: %s",
+            args.max_num_seqs,
+            describe_speculation(speculation),
+        )
     else:
         engine = SoloTextEngine(text_model, settings, prefix)
         log.info("batch-1 generation interleaved round robin, because of %s", blocker)
     if args.warm_prompts:
         warm(text_model, prefix, args.warm_prompts, settings)
     return TextEngineSetup(engine, text_model.model, text_model.tokenizer, prefix)
+
+
+def speculation_for(
+    args: argparse.Namespace, text_model: Any, blocker: str | None, distributed: bool
+) -> Any:
+    """The batch engine's speculation for --speculative (raises SpeculationError, naming why,
+    where it was asked for and cannot run)."""
+    from worker.text.speculation.config import cache_problem, resolve
+
+    if text_model.draft_model is not None and blocker == "a draft model (speculative decoding)":
+        return resolve("none", has_draft=False, batch_path_blocker=None, distributed=False,
+                       cache_problem=None, num_draft_tokens=args.num_draft_tokens)  # fmt: skip
+    return resolve(
+        args.speculative,
+        has_draft=text_model.draft_model is not None,
+        batch_path_blocker=blocker,
+        distributed=distributed,
+        cache_problem=cache_problem(text_model.model, text_model.draft_model),
+        num_draft_tokens=args.num_draft_tokens,
+        lookup_min=args.prompt_lookup_min,
+        lookup_max=args.prompt_lookup_max,
+    )
+
+
+def describe_speculation(speculation: Any) -> str:
+    if not speculation.enabled:
+        return "off"
+    if speculation.method == "ngram":
+        return (
+            f"prompt lookup ({speculation.lookup_max}- to {speculation.lookup_min}-grams), "
+            f"up to {speculation.num_draft_tokens} tokens"
+        )
+    return f"draft model, up to {speculation.num_draft_tokens} tokens"
 
 
 def prefill_pacer(ratio: float | None, settings: Any, distributed: bool) -> Any:
@@ -168,7 +228,7 @@ def warm(text_model: Any, prefix: Any, path: str, settings: Any) -> int:
     a prompt the model cannot take (e.g. its chat template refuses it) is logged and skipped."""
     from mlx_lm.models.cache import make_prompt_cache
 
-    from launch.warm_prompts import load_warm_prompts
+    from protocol.launch.warm_prompts import load_warm_prompts
     from worker.cache.warm_prompts import warm_prefix_cache
     from worker.runtime.errors import RequestError
     from worker.text.prompts import prompt_for

@@ -14,6 +14,12 @@ requests that use the very same sampler object (greedy). EOS tokens are the gene
 sequences; stop strings, the parser and logprobs are each request's own
 (worker/text/request.py).
 
+With speculation (worker/text/speculation/) a step may return several tokens of one request:
+each goes through the request's own end rules in order, the tokens after its end are dropped,
+and one step's deltas of a request are merged into one where that keeps their order
+(`merge_step_deltas`), so a step stays one delta per request (vLLM's inter-token latency is per
+engine step). A finished request's cache goes to the prefix cache cut to the tokens it returned.
+
 Request-scoped failures stay request-scoped: a logits processor that raises marks only its
 request (the step goes on with its logits unchanged, then the request ends with an error);
 anything else that breaks a step ends every request in the batch with an internal error and
@@ -34,12 +40,17 @@ from protocol.inputs import Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
-from worker.runtime.request_log import named
+from worker.runtime.request_log import named, note
+from worker.text.delta_merge import merge_step_deltas
 from worker.text.fused_generator import FusedBatchGenerator, FusionError
 from worker.text.prefill_pacing import PrefillPacer
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, build_text_request, terminal
 from worker.text.settings import GenerationSettings
+from worker.text.speculation.config import Speculation
+from worker.text.speculation.counters import SpecCounts
+from worker.text.speculation.kv_rewind import trimmed
+from worker.text.speculation.speculator import NgramProposer, Speculator
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +75,7 @@ class BatchTextEngine:
         prefix: PrefixReuse | None = None,
         pacer: PrefillPacer | None = None,
         fuse: bool = True,
+        speculation: Speculation | None = None,
     ) -> None:
         self._text_model = text_model
         self._settings = settings
@@ -73,6 +85,9 @@ class BatchTextEngine:
         # Paced chunks ride in the decode step's forward pass (worker/text/fused_forward.py);
         # unpaced, every chunk is a whole prefill_step_size, as in mlx-lm.
         self._fuse = fuse and self._pacer.enabled
+        self._speculation = speculation or Speculation()
+        self._speculator: Speculator | None = None  # the current generator's
+        self._spec_reported = SpecCounts()  # its totals already counted into the stats
         eos = sorted(text_model.tokenizer.eos_token_ids)
         self._stop_tokens = StopSequences([[t] for t in eos])
         self._generator = self._new_generator()
@@ -115,13 +130,31 @@ class BatchTextEngine:
             log.exception("a batch step failed; ending the %d requests in it", len(self._by_id))
             return self._fail_all(exc)
         deltas = []
+        ended: set[int] = set()
         for response in responses:
+            if response.uid in ended:  # speculation: tokens after its end in the same step
+                continue
             entry = self._by_uid.get(response.uid)
             if entry is None:  # cannot happen: every uid in the generator is ours
                 log.error("the batch generator returned unknown uid %d", response.uid)
                 continue
-            deltas.append(self._accept(entry, response))
-        return deltas
+            delta = self._accept(entry, response)
+            if delta.finish_reason is not None:
+                ended.add(response.uid)
+            deltas.append(delta)
+        self._count_speculation()
+        return merge_step_deltas(deltas)
+
+    def _count_speculation(self) -> None:
+        """Adds what speculation did since the last step to the worker's counters."""
+        if self._speculator is None or self._stats is None:
+            return
+        new = self._speculator.totals.since(self._spec_reported)
+        if new.drafts:
+            self._stats.count_speculation(
+                new.drafts, new.draft_tokens, new.accepted_tokens, new.accepted_per_position
+            )
+            self._spec_reported = self._speculator.totals.copy()
 
     def _paced_next(self) -> list[Any]:
         """One BatchGenerator step with the pacer's chunk, timed for the pacer."""
@@ -194,7 +227,7 @@ class BatchTextEngine:
         if delta.finish_reason is not None:
             if ended_by_generator:
                 self._forget(entry)
-                self._prefix.store(response.all_tokens, response.prompt_cache)
+                self._store(entry, response.all_tokens, response.prompt_cache)
             else:  # a stop string (or the parser) ended it: the generator still runs it
                 self._leave(entry, store=True)
         return delta
@@ -209,11 +242,25 @@ class BatchTextEngine:
         caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
         if keep and entry.uid in caches:
             cache, tokens = caches[entry.uid]
-            self._prefix.store(tokens, cache)
+            self._store(entry, tokens, cache)
+
+    def _store(self, entry: _Entry, tokens: list[int], cache: list[Any]) -> None:
+        """Stores a request's cache, cut to its prompt and the tokens it returned: with
+        speculation the generator may hold accepted tokens past a stop string."""
+        request = entry.request
+        extra = len(tokens) - (request.prompt_tokens + len(request.generated))
+        if extra > 0:
+            cache = trimmed(cache, extra)
+            tokens = tokens[:-extra]
+        self._prefix.store(tokens, cache)
 
     def _forget(self, entry: _Entry) -> None:
         self._by_id.pop(entry.request.request_id, None)
         self._by_uid.pop(entry.uid, None)
+        if self._speculator is not None:
+            counts = self._speculator.forget(entry.uid)
+            if counts.drafts:
+                note(entry.request.request_id, counts.describe())
 
     def _fail_all(self, exc: Exception) -> list[Delta]:
         if isinstance(exc, FusionError):
@@ -232,14 +279,24 @@ class BatchTextEngine:
 
     def _new_generator(self) -> FusedBatchGenerator:
         n = self._max_num_seqs
+        self._speculator = self._new_speculator()
+        self._spec_reported = SpecCounts()
         return FusedBatchGenerator(
             self._text_model.model,
             fuse=self._fuse,
+            speculator=self._speculator,
             prefill_step_size=self._settings.prefill_step_size,
             # The scheduler admits at most max_num_seqs requests: the generator never queues.
             prefill_batch_size=n,
             completion_batch_size=n,
         )
+
+    def _new_speculator(self) -> Speculator | None:
+        spec = self._speculation
+        if spec.method == "ngram":
+            proposer = NgramProposer(spec.lookup_min, spec.lookup_max)
+            return Speculator(proposer, spec.num_draft_tokens)
+        return None
 
 
 def _guarded(entry: _Entry, processor: Callable) -> Callable:

@@ -29,11 +29,12 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from protocol.inputs import ChatInputs, CompleteInputs
 from worker.runtime.errors import bad_request
+from worker.text.parsers import hermes
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.families import ToolFormat
 from worker.text.parsers.output import OutputParser
@@ -47,6 +48,7 @@ from worker.text.parsers.registry import (
 )
 from worker.text.parsers.tool_base import ToolContext
 from worker.text.prompts import chat_tools
+from worker.text.tool_fallback import template_renders_tools
 
 __all__ = [
     "ModelFeatures",
@@ -150,6 +152,9 @@ def build_features(
     if reasoning is not None:
         tail = tokenizer.decode(list(prompt_tokens[-_PROMPT_TAIL_TOKENS:]))
         starts_inside = reasoning.starts_inside(tail)
+    if options.tools and not template_renders_tools(tokenizer):
+        # The tools are in the prompt as a Hermes block (tool_fallback.py): read Hermes calls.
+        model = replace(model, tools=hermes.FORMAT)
     tool_parser = None
     if options.tools and options.tool_choice != "none":
         if model.tools is None:

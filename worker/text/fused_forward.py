@@ -5,7 +5,8 @@ over every weight, and two sets of per-op costs. Beside decoding streams the pre
 (worker/text/prefill_pacing.py) keeps chunks small, so the second pass costs about as much as
 the first whatever its size, and it sets a floor under the streams' inter-token latency.
 
-Here both run in one pass. The decode rows (B sequences of one token each) and the chunk (P
+Here both run in one pass. The decode rows (B sequences of one token each, or of 1 + K tokens
+when speculation verifies K proposed tokens per row: worker/text/speculation/) and the chunk (P
 sequences of n tokens) are laid out as one sequence of B + P*n tokens for everything that works
 token by token: the embedding, the norms, the q/k/v/o projections and the MLP, so each weight is
 read once for both. Only the attention core is per part: each part's queries attend to its own
@@ -69,17 +70,18 @@ def fused_logits(
     chunk_inputs: mx.array,
     chunk_cache: list[Any],
 ) -> mx.array:
-    """The logits of the decode rows, (B, 1, vocab), as `model(decode_inputs, decode_cache)`
-    returns them, with the chunk (P, n) fed into `chunk_cache` in the same pass, as
+    """The logits of the decode rows, (B, W, vocab) for decode inputs (B, W), as
+    `model(decode_inputs, decode_cache)` returns them, with the chunk (P, n) fed into
+    `chunk_cache` in the same pass, as
     `model(chunk_inputs, chunk_cache)` would feed it. Lazy, like a model call: the caller
     evaluates the logits and the chunk cache's state."""
     inner = model.model
-    batch = decode_inputs.shape[0]
+    batch, decode_width = decode_inputs.shape
     rows, width = chunk_inputs.shape
     decode_h = inner.embed_tokens(decode_inputs)
     chunk_h = inner.embed_tokens(chunk_inputs)
     parts = (
-        _Part(batch, 1, create_attention_mask(decode_h, decode_cache[0])),
+        _Part(batch, decode_width, create_attention_mask(decode_h, decode_cache[0])),
         _Part(rows, width, create_attention_mask(chunk_h, chunk_cache[0])),
     )
     dim = decode_h.shape[-1]
@@ -89,7 +91,7 @@ def fused_logits(
         zip(inner.layers, decode_cache, chunk_cache, strict=True)
     ):
         x = _block(layer, x, parts, (cache_d, cache_c), chunk_needed=i < last)
-    out = inner.norm(x.reshape(batch, 1, dim))
+    out = inner.norm(x.reshape(batch, decode_width, dim))
     if getattr(model, "lm_head", None) is not None:
         return model.lm_head(out)
     return inner.embed_tokens.as_linear(out)

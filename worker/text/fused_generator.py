@@ -17,6 +17,9 @@ different lengths (they need right padding), a model `fused_forward.fusable` rej
 mlx-lm without the internals this relies on (`_INTERNALS`). `fuse=False` turns fusion off. A
 prompt's last token still runs as upstream runs it: the first step of its generation batch.
 
+With a speculator, the generation batch verifies proposed tokens (worker/text/speculation/): its
+decode rows are then 1 + K tokens wide, and the chunk rides in that pass just the same.
+
 The fused call relies on upstream's decode step calling its model exactly once. If an mlx-lm
 release ever does otherwise, the step raises `FusionError` (its chunk was cut but not fed, so
 the requests in it cannot go on) and the batch engine turns fusion off for good.
@@ -31,6 +34,8 @@ import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, PromptProcessingBatch
 
 from worker.text.fused_forward import fusable, fused_logits
+from worker.text.speculation.generation_batch import SpeculativeGenerationBatch
+from worker.text.speculation.speculator import Speculator
 
 CLEAR_EVERY = 512  # decode steps between two mx.clear_cache(), as upstream
 _INTERNALS = (
@@ -54,10 +59,18 @@ def _supported(generator: BatchGenerator) -> bool:
 class FusedBatchGenerator(BatchGenerator):
     """A BatchGenerator whose decode steps carry the prefill chunk; see the module docstring."""
 
-    def __init__(self, model: Any, *, fuse: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self, model: Any, *, fuse: bool = True, speculator: Speculator | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(model, **kwargs)
         self.fuse = fuse and fusable(model) and _supported(self)
         self.fused_tokens = 0  # prompt tokens prefilled inside decode steps
+        if speculator is not None:
+            # The one generation batch of this generator (requests join it by `extend`) is one
+            # that verifies proposals (worker/text/speculation/generation_batch.py).
+            batch = SpeculativeGenerationBatch.empty(self.model, self.sampler)
+            batch.speculator = speculator
+            self._generation_batch = batch
 
     def _next(self):
         generation = self._generation_batch

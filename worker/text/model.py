@@ -31,6 +31,7 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Submit
+from worker.text.prompt_size import PromptBudget
 from worker.text.prompts import prompt_for
 from worker.text.request import TokenTexts, make_text_request
 from worker.text.sampling import load_sampling_defaults
@@ -55,6 +56,8 @@ class TextModel:
     draft_model: nn.Module | None = None
     draft_path: str | None = None
     token_texts: Callable[[int], str] | None = None
+    # How long a prompt may be, checked before it is all tokenized (worker/text/prompt_size.py)
+    prompt_budget: PromptBudget | None = None
 
 
 def load_text_model(
@@ -68,7 +71,7 @@ def load_text_model(
 
     `dtype` "auto" keeps the stored weights' types; "float32" / "float16" / "bfloat16" casts
     the floating-point weights at load (on a Linux CPU float32 is the fast path: see
-    launch/blas.py). A draft model whose vocabulary differs from the model's is refused.
+    protocol/launch/blas.py). A draft model whose vocabulary differs from the model's is refused.
     `adapter_path`: an mlx-lm LoRA adapter directory, applied as mlx_lm.load applies it.
     `shard(model, config)` splits the model across a distributed group before its weights are
     read (worker/distributed/sharding.py), so each rank reads only its part.
@@ -94,6 +97,7 @@ def load_text_model(
         draft_model=draft_model,
         draft_path=draft_path,
         token_texts=TokenTexts(tokenizer),
+        prompt_budget=PromptBudget.of(tokenizer, int(max_context) if max_context else None),
     )
 
 

@@ -10,7 +10,8 @@ tool_choice "none", as vLLM does: the model sees them, the server just does not 
 an assistant turn's `tool_calls` get their `arguments` decoded from the JSON text the API
 carries into the object most templates expect (Qwen's accepts either, Llama's `tojson`s it),
 and its `reasoning_content` reaches templates that render earlier thinking. A `developer`
-turn is a system turn.
+turn is a system turn. A template that cannot render tools gets them in the messages instead
+(worker/text/tool_fallback.py): tools are never accepted and left unseen.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request, context_length
+from worker.text.prompt_size import PromptBudget
+from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 
 
 class PromptLimits(Protocol):
@@ -32,6 +35,7 @@ class PromptLimits(Protocol):
     tokenizer: TokenizerWrapper
     max_context: int | None
     vocab_size: int
+    prompt_budget: PromptBudget | None
 
 
 # Keys that build_chat_prompt sets itself; a client may not override them.
@@ -51,12 +55,14 @@ def build_chat_prompt(
     add_generation_prompt: bool = True,
     continue_final_message: bool = False,
     add_special_tokens: bool = False,
+    budget: PromptBudget | None = None,
 ) -> list[int]:
     """Prompt token ids for a chat, built the way mlx_lm/server.py builds them.
 
-    mlx-lm's TokenizerWrapper.apply_chat_template forces `return_dict=False`, so transformers 5
-    returns plain ids rather than a BatchEncoding; the Mapping branch is a guard for a raw
-    transformers tokenizer, which returns a BatchEncoding by default in transformers 5.
+    The template is rendered to text, then encoded without special tokens: what
+    `apply_chat_template(tokenize=True)` does inside (mlx-lm's TokenizerWrapper and
+    transformers 5 alike), in two steps so that `budget` can refuse a text far past the
+    context without encoding all of it (worker/text/prompt_size.py).
 
     The keyword options are vLLM's /tokenize ones; their defaults are generation's prompt.
     `add_special_tokens` encodes the rendered text with the tokenizer's special tokens on top
@@ -68,42 +74,44 @@ def build_chat_prompt(
     if continue_final_message:
         kwargs["continue_final_message"] = True
     template_messages = [_template_message(m) for m in messages]
-    if add_special_tokens:
-        text = tokenizer.apply_chat_template(
-            template_messages,
-            add_generation_prompt=add_generation_prompt,
-            tokenize=False,
-            **kwargs,
-        )
-        return [int(t) for t in tokenizer.encode(text, add_special_tokens=True)]
-    prompt = tokenizer.apply_chat_template(
+    text = tokenizer.apply_chat_template(
         template_messages,
         add_generation_prompt=add_generation_prompt,
-        tokenize=True,
+        tokenize=False,
         **kwargs,
     )
-    if isinstance(prompt, Mapping):
-        prompt = prompt["input_ids"]
-    return [int(t) for t in prompt]
+
+    def encode(piece: str) -> list[int]:
+        return tokenizer.encode(piece, add_special_tokens=add_special_tokens)
+
+    return budget.encode(encode, text) if budget else [int(t) for t in encode(text)]
 
 
-def build_completion_prompt(tokenizer: TokenizerWrapper, prompt: str | Sequence[int]) -> list[int]:
+def build_completion_prompt(
+    tokenizer: TokenizerWrapper,
+    prompt: str | Sequence[int],
+    budget: PromptBudget | None = None,
+) -> list[int]:
     """Prompt token ids for a completion, exactly as `mlx_lm.stream_generate` encodes them.
 
-    A string gets the tokenizer's special tokens unless it already starts with the BOS text;
-    a list of ids is used as is.
+    A string gets the tokenizer's special tokens unless it already starts with the BOS text
+    (`budget`: refused early when far past the context); a list of ids is used as is.
     """
     if isinstance(prompt, str):
         bos = tokenizer.bos_token
         add_special_tokens = bos is None or not prompt.startswith(bos)
-        return list(tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
+
+        def encode(piece: str) -> list[int]:
+            return tokenizer.encode(piece, add_special_tokens=add_special_tokens)
+
+        return budget.encode(encode, prompt) if budget else [int(t) for t in encode(prompt)]
     return [int(t) for t in prompt]
 
 
 def prompt_for(text_model: PromptLimits, inputs: Inputs) -> list[int]:
     """Validates a Submit's inputs and returns its prompt ids; RequestError when they are bad."""
     if isinstance(inputs, ChatInputs):
-        tokens = chat_prompt_tokens(text_model.tokenizer, inputs)
+        tokens = chat_prompt_tokens(text_model.tokenizer, inputs, budget=text_model.prompt_budget)
     elif isinstance(inputs, CompleteInputs):
         tokens = _completion_tokens(text_model, inputs)
     else:
@@ -143,16 +151,23 @@ def chat_prompt_tokens(
     add_generation_prompt: bool = True,
     continue_final_message: bool = False,
     add_special_tokens: bool = False,
+    budget: PromptBudget | None = None,
 ) -> list[int]:
-    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed.
-    The keyword options (vLLM's /tokenize) default to generation's prompt."""
+    """A chat Submit's prompt ids (tools included); RequestError naming what is malformed,
+    or (`budget`) a context_length one for text far past the context, found before the
+    template renders it. The keyword options (vLLM's /tokenize) default to generation's."""
     messages = chat_messages(inputs)
     for i, message in enumerate(messages):
         _check_message(i, message)
+    if budget is not None:
+        budget.check_chars(sum(len(m["content"]) for m in messages))
     kwargs = template_kwargs(inputs)
-    tools = chat_tools(inputs)
+    tools: Sequence[Mapping[str, Any]] = chat_tools(inputs)
     if not tokenizer.has_chat_template:
         raise bad_request("this model has no chat template; use the completions API")
+    if tools and not template_renders_tools(tokenizer):
+        # The template would drop them unseen: they go into the messages (tool_fallback.py).
+        messages, tools = with_tools_in_messages(messages, tools), []
     try:
         return build_chat_prompt(
             tokenizer,
@@ -162,6 +177,7 @@ def chat_prompt_tokens(
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
             add_special_tokens=add_special_tokens,
+            budget=budget,
         )
     except TemplateError as exc:
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc
@@ -230,7 +246,9 @@ def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
 def _completion_tokens(text_model: PromptLimits, inputs: CompleteInputs) -> list[int]:
     prompt = inputs.prompt
     if isinstance(prompt, str):
-        return build_completion_prompt(text_model.tokenizer, prompt)
+        return build_completion_prompt(text_model.tokenizer, prompt, text_model.prompt_budget)
+    if text_model.max_context is not None and len(prompt) >= text_model.max_context:
+        raise context_length(len(prompt), text_model.max_context)
     for i, token in enumerate(prompt):
         if isinstance(token, bool) or not isinstance(token, int):
             raise bad_request(f"prompt[{i}] is not a token id: {token!r}")

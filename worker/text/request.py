@@ -103,7 +103,9 @@ class TextRequest:
             reasoning_tokens=self.reasoning_tokens,
         )
 
-    def accept(self, token: int, logprobs: mx.array | None = None, end: str | None = None) -> Delta:
+    def accept(
+        self, token: int, logprobs: mx.array | None = None, end: FinishReason | None = None
+    ) -> Delta:
         """The Delta for one generated token; `finish_reason` is set when the request ended.
 
         `logprobs` is the log-softmax over the vocabulary the token was sampled from (needed
@@ -141,18 +143,17 @@ class TextRequest:
                 delta.stop_sequence = self.stops.matched
         return delta
 
-    def end(self, reason: str, error: ErrorInfo | None = None) -> Delta:
+    def end(self, reason: FinishReason, error: ErrorInfo | None = None) -> Delta:
         """The terminal Delta of a request ended from outside (abort, deadline, error)."""
         self.finish_reason = reason
         return Delta(self.request_id, finish_reason=reason, usage=self.usage(), error=error)
 
-    def _finish(self, delta: Delta, finish: str) -> None:
+    def _finish(self, delta: Delta, finish: FinishReason) -> None:
         # The parser may hold text back (e.g. an unfinished tool call) and may turn "stop"
         # into "tool_calls"; an error or abort is never the parser's to change.
-        tail, finish = self.parser.finish(finish)
+        tail, parsed = self.parser.finish(finish)
         _add_parsed(delta, tail)
-        self.finish_reason = finish
-        delta.finish_reason = finish
+        self.finish_reason = delta.finish_reason = FinishReason(parsed)
         delta.usage = self.usage()
 
     def _token_logprob(self, token: int, logprobs: mx.array) -> TokenLogprob:
@@ -245,7 +246,10 @@ def all_tokens(request: TextRequest) -> list[int]:
 
 
 def terminal(
-    request_id: str, reason: str, usage: Usage | None = None, error: ErrorInfo | None = None
+    request_id: str,
+    reason: FinishReason,
+    usage: Usage | None = None,
+    error: ErrorInfo | None = None,
 ) -> Delta:
     """A terminal Delta for a request that has no TextRequest (rejected before it had one)."""
     return Delta(request_id, finish_reason=reason, usage=usage or Usage(0, 0), error=error)

@@ -169,10 +169,28 @@ class _KeyedCategoricalSampler:
         self._filters = filters
 
     def __call__(self, logprobs: mx.array) -> mx.array:
+        self._key, token = self._draw(self._key, logprobs)
+        return token
+
+    def draws(self, rows: list[mx.array]) -> tuple[list[mx.array], list[mx.array]]:
+        """What calling this sampler on each of `rows` in turn would draw (lazily), without
+        moving its key; and the key after each draw, for `advance_to` (speculation draws the
+        positions of a verification at once and keeps the draws it emits)."""
+        key, tokens, keys = self._key, [], []
+        for logprobs in rows:
+            key, token = self._draw(key, logprobs)
+            tokens.append(token)
+            keys.append(key)
+        return tokens, keys
+
+    def advance_to(self, key: mx.array) -> None:
+        self._key = key
+
+    def _draw(self, key: mx.array, logprobs: mx.array) -> tuple[mx.array, mx.array]:
         for apply in self._filters:
             logprobs = apply(logprobs)
-        self._key, subkey = mx.random.split(self._key)
-        return mx.random.categorical(logprobs * self._inv_temp, key=subkey)
+        key, subkey = mx.random.split(key)
+        return key, mx.random.categorical(logprobs * self._inv_temp, key=subkey)
 
 
 def _number(name: str, value: Any) -> float:

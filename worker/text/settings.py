@@ -16,10 +16,8 @@ class GenerationSettings:
     quantized_kv_start: int = 5000  # tokens after which the KV cache is quantized
     max_kv_size: int | None = None  # rotating KV cache of this many tokens
 
-    def batch_path_blocker(self, has_draft: bool) -> str | None:
+    def batch_path_blocker(self) -> str | None:
         """What keeps mlx-lm's BatchGenerator from serving these settings (None: nothing)."""
-        if has_draft:
-            return "a draft model (speculative decoding)"
         if self.kv_bits is not None:
             return "a quantized KV cache (--kv-bits)"
         if self.max_kv_size is not None:

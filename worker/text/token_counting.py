@@ -8,7 +8,9 @@ text (encoded as a completion encodes it), and `detokenize` decodes ids back to 
 
 They run on the worker's receiver thread, not the MLX thread: they touch only the tokenizer
 (Jinja rendering and a Rust `encode` / `decode`, which may run while the MLX thread decodes:
-neither changes the tokenizer's state).
+neither changes the tokenizer's state). A prompt past the model's context is a context_length
+error, found without tokenizing it all (worker/text/prompt_size.py), so no call holds the
+receiver thread for long or returns more ids than a context holds.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.inputs import ChatInputs
-from protocol.messages import DetokenizeArgs, TokenizeArgs
-from worker.runtime.errors import bad_request
+from protocol.messages import DetokenizeArgs, TokenizeArgs, Tokenized
+from worker.runtime.errors import bad_request, context_length
+from worker.text.prompt_size import PromptBudget
 from worker.text.prompts import (
     TOKENIZE_RESERVED_TEMPLATE_KWARGS,
     build_completion_prompt,
@@ -26,18 +29,22 @@ from worker.text.prompts import (
 )
 
 
-def count_chat_tokens(tokenizer: Any, inputs: ChatInputs) -> int:
-    """The prompt length for chat `inputs` (RequestError when they are malformed)."""
-    return len(chat_prompt_tokens(tokenizer, inputs))
+def count_chat_tokens(
+    tokenizer: Any, inputs: ChatInputs, budget: PromptBudget | None = None
+) -> int:
+    """The prompt length for chat `inputs` (RequestError when they are malformed, or past
+    `budget`'s context)."""
+    return len(chat_prompt_tokens(tokenizer, inputs, budget=budget))
 
 
-def tokenize(tokenizer: Any, args: TokenizeArgs) -> dict[str, Any]:
-    """{"tokens": ids, "token_strs": their strings or None} (RequestError when malformed)."""
+def tokenize(tokenizer: Any, args: TokenizeArgs, budget: PromptBudget | None = None) -> Tokenized:
+    """The ids, and their strings when asked (RequestError when malformed, or
+    when the prompt is past `budget`'s context: the ids are never more than a context)."""
     if args.prompt is not None:
         if args.add_special_tokens is False:
-            tokens = [int(t) for t in tokenizer.encode(args.prompt, add_special_tokens=False)]
+            tokens = _encode_plain(tokenizer, args.prompt, budget)
         else:  # the completion's own encoding: special tokens, but no second BOS
-            tokens = build_completion_prompt(tokenizer, args.prompt)
+            tokens = build_completion_prompt(tokenizer, args.prompt, budget)
     elif args.chat is not None:
         template_kwargs(args.chat, TOKENIZE_RESERVED_TEMPLATE_KWARGS)
         if args.continue_final_message and args.add_generation_prompt:
@@ -48,15 +55,25 @@ def tokenize(tokenizer: Any, args: TokenizeArgs) -> dict[str, Any]:
             add_generation_prompt=args.add_generation_prompt,
             continue_final_message=args.continue_final_message,
             add_special_tokens=bool(args.add_special_tokens),
+            budget=budget,
         )
     else:
         raise bad_request("tokenize needs a prompt or a chat")
+    if budget is not None and len(tokens) >= budget.limit:
+        raise context_length(len(tokens), budget.limit)
     strings = list(tokenizer.convert_ids_to_tokens(tokens)) if args.return_token_strs else None
-    return {"tokens": tokens, "token_strs": strings}
+    return Tokenized([int(t) for t in tokens], strings)
 
 
-def detokenize(tokenizer: Any, args: DetokenizeArgs) -> dict[str, Any]:
-    """{"prompt": the text of the ids}; RequestError naming an id outside the vocabulary."""
+def _encode_plain(tokenizer: Any, text: str, budget: PromptBudget | None) -> list[int]:
+    def encode(piece: str) -> list[int]:
+        return tokenizer.encode(piece, add_special_tokens=False)
+
+    return budget.encode(encode, text) if budget else [int(t) for t in encode(text)]
+
+
+def detokenize(tokenizer: Any, args: DetokenizeArgs) -> str:
+    """The text of the ids; RequestError naming an id outside the vocabulary."""
     size = len(tokenizer)
     for i, token in enumerate(args.tokens):
         if not 0 <= token < size:
@@ -64,20 +81,29 @@ def detokenize(tokenizer: Any, args: DetokenizeArgs) -> dict[str, Any]:
                 f"`tokens[{i}]` = {token} is not a token id of this model "
                 f"(its vocabulary has {size} tokens)"
             )
-    return {"prompt": tokenizer.decode(args.tokens)}
+    return str(tokenizer.decode(args.tokens))
+
+
+# count_tokens counts prompts up to this many contexts: Anthropic's context-management edits
+# decide on the count of a prompt that is over the context (and that they may bring under it).
+COUNT_CONTEXTS = 4
 
 
 class TokenizerCalls:
-    """The control calls of one loaded tokenizer, as the receiver thread answers them."""
+    """The control calls of one loaded tokenizer, as the receiver thread answers them: never
+    more ids than the model's context (`max_context`), nor work past it."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, max_context: int | None = None) -> None:
         self._tokenizer = tokenizer
+        self._budget = PromptBudget.of(tokenizer, max_context)
+        counted = max_context * COUNT_CONTEXTS if max_context else None
+        self._count_budget = PromptBudget.of(tokenizer, counted)
 
     def count_tokens(self, inputs: ChatInputs) -> int:
-        return count_chat_tokens(self._tokenizer, inputs)
+        return count_chat_tokens(self._tokenizer, inputs, self._count_budget)
 
-    def tokenize(self, args: TokenizeArgs) -> dict[str, Any]:
-        return tokenize(self._tokenizer, args)
+    def tokenize(self, args: TokenizeArgs) -> Tokenized:
+        return tokenize(self._tokenizer, args, self._budget)
 
-    def detokenize(self, args: DetokenizeArgs) -> dict[str, Any]:
+    def detokenize(self, args: DetokenizeArgs) -> str:
         return detokenize(self._tokenizer, args)

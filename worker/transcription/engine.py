@@ -34,6 +34,7 @@ from worker.runtime.request_log import named
 from worker.transcription.audio_decode import decode_audio
 from worker.transcription.family import require_stt_family
 from worker.transcription.text import TranscriptDeltas
+from worker.transcription.timing import bounded_segments
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def load_stt_engine(path: str, dtype: str = "auto") -> SttEngine:
     mlx-audio builds Whisper in float16 whatever the checkpoint stores. `dtype` "float32"
     (the worker's --dtype) builds it in float32 instead: on a CPU, MLX runs float16 matmuls
     on its own single-threaded kernels and float32 ones on BLAS (OpenBLAS when preloaded),
-    5-7x faster here. Any other `dtype`, and every other family, keep mlx-audio's types.
+    several times faster (docs/speech.md, "Whisper in float32 on a CPU"). Any other `dtype`, and every other family, keep mlx-audio's types.
     """
     family = require_stt_family(path)
     import mlx.core as mx
@@ -187,7 +188,7 @@ class SttEngine:
             text=active.deltas.finish(transcript),
             finish_reason=FinishReason.STOP,
             usage=active.usage(),
-            segments=active.run.segments(),
+            segments=bounded_segments(active.run.segments(), active.duration),
             language=active.run.language,
         )
 

@@ -28,6 +28,7 @@ from jinja2 import TemplateError
 from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request, context_length
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
+from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 from worker.vision.model import VisionModel
 
 _PART_TYPES = ("text", "image", "audio")
@@ -70,6 +71,16 @@ def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audio
     converted = _convert_messages(chat_messages(inputs), n_images, n_audios)
     kwargs = template_kwargs(inputs, _RESERVED_TEMPLATE_KWARGS)
     tools = chat_tools(inputs)
+    if tools and not template_renders_tools(vm.tokenizer):
+        # The template would drop them unseen: they go into the messages as a Hermes block
+        # (worker/text/tool_fallback.py; build_features reads Hermes calls back), tool results
+        # as user turns, which would take mlx-vlm's audio (it goes to the last user turn).
+        if n_audios and _tool_turn_after_last_user(converted):
+            raise bad_request(
+                "audio with tool results after it needs a chat template that renders tools; "
+                "this model's does not (its tools and results are written into the messages)"
+            )
+        converted, tools = with_tools_in_messages(converted, tools), []
     if tools:
         kwargs["tools"] = list(tools)
     try:
@@ -86,6 +97,12 @@ def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audio
     if not isinstance(prompt, str):
         raise bad_request("the chat template did not produce a text prompt")
     return prompt
+
+
+def _tool_turn_after_last_user(messages: list[dict]) -> bool:
+    roles = [m["role"] for m in messages]
+    last_user = max((i for i, role in enumerate(roles) if role == "user"), default=-1)
+    return "tool" in roles[last_user + 1 :]
 
 
 def _convert_messages(messages: list[Any], n_images: int, n_audios: int) -> list[dict]:

@@ -4,7 +4,7 @@ the field.
 OpenAI's fields (`model`, `input`, `voice`, `instructions`, `response_format`, `speed`,
 `stream_format`) plus the extensions vLLM-Omni's speech API uses (`language`, `ref_audio` +
 `ref_text` for a cloned voice, `stream`, `seed`). The same fields come as JSON or, with the
-reference audio as a file part, as multipart/form-data (gateway/audio/speech/form.py turns a form
+reference audio as a file part, as multipart/form-data (gateway/api/speech/form.py turns a form
 into the body read here); a saved voice (`voice: {"id": ...}` or its name) is resolved by
 gateway/audio/speech/voices.py. What only the model can judge (is the voice
 one of its presets, does it take instructions, clone, know the language) the worker checks and
@@ -24,8 +24,8 @@ from typing import Any
 
 from gateway.audio.speech.encoding import FORMATS, unsupported_reason
 from gateway.http.errors import invalid
-from gateway.openai.fields import boolean, integer, number, string
 from gateway.schema import field as s
+from gateway.schema.readers import boolean, integer, number, string
 from gateway.schema.request import RequestSchema
 from protocol.inputs import SpeechInputs
 

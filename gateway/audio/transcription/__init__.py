@@ -1,3 +1,3 @@
-"""`/v1/audio/transcriptions` and `/translations`: upload forms, the transcription stream and
-OpenAI's response formats.
+"""Speech in, as `/v1/audio/transcriptions` and `/translations` (gateway/api/transcriptions/)
+and the `transcribe` command share it: OpenAI's response formats (formats.py).
 """

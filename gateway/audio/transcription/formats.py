@@ -7,12 +7,17 @@ HTTP route and the one-shot `transcribe` command. Shapes follow OpenAI's API:
   "start", "end", "text", "tokens", "temperature", "avg_logprob", "compression_ratio",
   "no_speech_prob"}], "words" (only when asked), "usage"}` with duration usage, as whisper-1
   answers; `language` is an English name ("german"), "english" for a translation;
-- text: the text and a newline; srt / vtt: one cue per non-empty segment.
-Segment texts keep Whisper's leading space (as OpenAI's do); words and cues are stripped.
+- text: the text and a newline; srt / vtt: one cue per non-empty segment, in order, inside
+  the clip (the worker already bounds segment times: worker/transcription/timing.py; the cues
+  hold to it again, since `duration` here is whole seconds).
+Segment texts keep Whisper's leading space (as OpenAI's do); words and cues are stripped. A
+decoding statistic that is not a finite number (a random or confused model's NaN or infinity)
+is `null` in verbose_json: JSON has no such numbers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,9 +76,9 @@ def render(fmt: str, transcript: Transcript, words: bool = False) -> str | dict[
     if fmt == "text":
         return transcript.text + "\n"
     if fmt == "srt":
-        return srt(transcript.segments)
+        return srt(transcript.segments, transcript.duration)
     if fmt == "vtt":
-        return vtt(transcript.segments)
+        return vtt(transcript.segments, transcript.duration)
     raise ValueError(f"unknown response format {fmt!r}")
 
 
@@ -106,26 +111,31 @@ def verbose_json(transcript: Transcript, words: bool) -> dict[str, Any]:
             {
                 "id": s.id,
                 "seek": s.seek,
-                "start": s.start,
-                "end": s.end,
+                "start": finite_or_none(s.start),
+                "end": finite_or_none(s.end),
                 "text": s.text,
                 "tokens": s.tokens,
-                "temperature": s.temperature,
-                "avg_logprob": s.avg_logprob,
-                "compression_ratio": s.compression_ratio,
-                "no_speech_prob": s.no_speech_prob,
+                "temperature": finite_or_none(s.temperature),
+                "avg_logprob": finite_or_none(s.avg_logprob),
+                "compression_ratio": finite_or_none(s.compression_ratio),
+                "no_speech_prob": finite_or_none(s.no_speech_prob),
             }
             for s in transcript.segments
         ],
     }
     if words:
         body["words"] = [
-            {"word": str(word).strip(), "start": start, "end": end}
+            {"word": str(word).strip(), "start": finite_or_none(start), "end": finite_or_none(end)}
             for s in transcript.segments
             for word, start, end in s.words
         ]
     body["usage"] = {"type": "duration", "seconds": transcript.usage.prompt_tokens}
     return body
+
+
+def finite_or_none(value: float) -> float | None:
+    """JSON numbers are finite: NaN and infinities become null."""
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def timestamp(seconds: float, separator: str = ",") -> str:
@@ -137,27 +147,40 @@ def timestamp(seconds: float, separator: str = ",") -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
-def _cues(segments: list[Segment]) -> list[tuple[float, float, str]]:
-    cues = []
+def _cues(segments: list[Segment], duration: float) -> list[tuple[float, float, str]]:
+    """(start, end, text) per non-empty segment: starts never going back, ends never before
+    their start, both within `duration` (when known, > 0)."""
+    limit = duration if duration > 0 else math.inf
+    cues: list[tuple[float, float, str]] = []
+    floor = 0.0
     for s in segments:
         # One line, and no arrow: a blank line would end the cue, "-->" starts a timing line.
         text = " ".join(s.text.split()).replace("-->", "->")
-        if text:
-            cues.append((s.start, max(s.start, s.end), text))
+        if not text:
+            continue
+        start = min(max(_finite(s.start, floor), floor), limit)
+        end = min(max(_finite(s.end, start), start), limit)
+        cues.append((start, end, text))
+        floor = start
     return cues
 
 
-def srt(segments: list[Segment]) -> str:
+def _finite(value: float, otherwise: float) -> float:
+    number = finite_or_none(value)
+    return otherwise if number is None else number
+
+
+def srt(segments: list[Segment], duration: float = 0.0) -> str:
     blocks = [
         f"{i}\n{timestamp(start)} --> {timestamp(end)}\n{text}\n"
-        for i, (start, end, text) in enumerate(_cues(segments), 1)
+        for i, (start, end, text) in enumerate(_cues(segments, duration), 1)
     ]
     return "\n".join(blocks)
 
 
-def vtt(segments: list[Segment]) -> str:
+def vtt(segments: list[Segment], duration: float = 0.0) -> str:
     blocks = [
         f"{timestamp(start, '.')} --> {timestamp(end, '.')}\n{text}\n"
-        for start, end, text in _cues(segments)
+        for start, end, text in _cues(segments, duration)
     ]
     return "WEBVTT\n\n" + "\n".join(blocks)

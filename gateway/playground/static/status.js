@@ -2,7 +2,7 @@
 // the worker's counters from GET /v1/admin/stats, and the served models with their
 // capabilities.
 
-import { getJson } from "./api.js";
+import { apiKey, getJson } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 const BADGE_EVERY_MS = 5000;
@@ -21,7 +21,10 @@ let badgeTimer = null;
 
 async function health() {
   try {
-    const response = await fetch("health", { cache: "no-store" });
+    // The key, when the page has one, adds the details (model, worker pid) to the state.
+    const key = apiKey();
+    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    const response = await fetch("health", { cache: "no-store", headers });
     return { ok: response.ok, body: await response.json() };
   } catch (error) {
     return { ok: false, body: { status: "unreachable", reason: error.message } };

@@ -1,9 +1,10 @@
-"""A request's grammar: `response_format` (json_object, json_schema) or a forced tool call.
+"""A request's grammar: its constraint (`response_format` json_object / json_schema, or vLLM's
+`structured_outputs` regex / choice / Lark grammar) or a forced tool call.
 
 Every way a constraint can be impossible is a 400 that names the field: an unknown
 response_format type, a schema llguidance cannot compile (with `strict`, also one using a
-keyword it does not implement; without, such keywords are ignored), a forced call in a
-tool-call syntax that has no grammar.
+keyword it does not implement; without, such keywords are ignored), a regex or a grammar it
+cannot compile, a forced call in a tool-call syntax that has no grammar.
 
 An object schema that declares `properties` but says nothing about `additionalProperties` is
 generated with the declared properties only (xgrammar's "strict mode", vLLM's default): the
@@ -16,22 +17,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol.inputs import Constraint, JsonObject
+from protocol.inputs import Choice, Constraint, Grammar, JsonObject, JsonSchema, Regex
 from worker.runtime.errors import bad_request
-from worker.text.constraints.llg import LlgKit, json_schema_grammar, lark_grammar
-from worker.text.parsers.families import Function, ToolFormat
+from worker.text.constraints.llg import (
+    LlgKit,
+    json_schema_grammar,
+    lark_grammar,
+    regex_grammar,
+)
+from worker.text.parsers.families import Function, ToolFormat, literal
 
 RESPONSE_FORMAT_FIELD = "response_format"
 
 
-def response_format_grammar(constraint: Constraint) -> tuple[str, str]:
+def constraint_grammar(constraint: Constraint) -> tuple[str, str]:
     """(grammar, field to name in errors) for SamplingParams.constraint."""
     if isinstance(constraint, JsonObject):
         return json_schema_grammar({"type": "object"}, lenient=True), RESPONSE_FORMAT_FIELD
-    field = "response_format.json_schema.schema"
-    return json_schema_grammar(
-        closed_objects(constraint.schema), lenient=not constraint.strict
-    ), field
+    if isinstance(constraint, JsonSchema):
+        field = constraint.field or "response_format.json_schema.schema"
+        return json_schema_grammar(
+            closed_objects(constraint.schema), lenient=not constraint.strict
+        ), field
+    if isinstance(constraint, Regex):
+        return regex_grammar(constraint.pattern), constraint.field
+    if isinstance(constraint, Choice):
+        alternatives = " | ".join(literal(option) for option in constraint.options)
+        return lark_grammar(f"start: {alternatives}"), constraint.field
+    assert isinstance(constraint, Grammar)
+    return lark_grammar(constraint.lark), constraint.field
 
 
 def tool_call_grammar(

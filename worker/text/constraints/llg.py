@@ -85,10 +85,25 @@ def lark_grammar(lark: str) -> str:
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
+def regex_grammar(pattern: str) -> str:
+    """A grammar for text that matches `pattern` whole (errors surface in compile_matcher)."""
+    return llguidance.LLMatcher.grammar_from_regex(pattern)
+
+
+def _cannot_enforce(field: str, error: str) -> Exception:
+    message = " ".join(line.strip() for line in error.splitlines())
+    return bad_request(f"{field} cannot be enforced: {message[:300] or 'invalid grammar'}")
+
+
 def compile_matcher(tokenizer: Any, grammar: str, field: str) -> llguidance.LLMatcher:
     """A matcher for `grammar`; a grammar llguidance refuses is a 400 naming `field`."""
     matcher = llguidance.LLMatcher(ll_tokenizer(tokenizer), grammar, log_level=0)
     if matcher.is_error():
-        error = " ".join(line.strip() for line in matcher.get_error().splitlines())
-        raise bad_request(f"{field} cannot be enforced: {error[:300] or 'invalid grammar'}")
+        raise _cannot_enforce(field, matcher.get_error())
+    # A grammar can compile and still match nothing (`start: start`, an empty character
+    # class): its first mask puts the matcher in error. Probed on a copy, one mask's cost.
+    probe = matcher.deep_copy()
+    probe.compute_bitmask()
+    if probe.is_error():
+        raise bad_request(f"{field} cannot be enforced: it matches no output")
     return matcher

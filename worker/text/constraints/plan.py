@@ -1,4 +1,5 @@
-"""Which constraint a chat request gets: a forced tool call, a response_format, a thinking budget.
+"""Which constraint a request gets: a forced tool call, a response_format or structured_outputs
+constraint, a thinking budget.
 
 Returns the request's ConstraintProcessor, or None when nothing is constrained (the common
 case costs nothing per token). A forced call and a response_format together are a 400: the
@@ -12,7 +13,7 @@ from typing import Any
 from protocol.inputs import Constraint
 from worker.runtime.errors import bad_request
 from worker.text.constraints.close_out import close_out_candidates
-from worker.text.constraints.grammars import response_format_grammar, tool_call_grammar
+from worker.text.constraints.grammars import constraint_grammar, tool_call_grammar
 from worker.text.constraints.llg import compile_matcher
 from worker.text.constraints.processor import ConstraintProcessor
 from worker.text.constraints.think_gate import ThinkGate
@@ -37,8 +38,9 @@ def plan_constraint(
     grammar = field = None
     if forced:
         if constraint is not None:
+            named = getattr(constraint, "field", "response_format")
             raise bad_request(
-                "response_format cannot be combined with tool_choice 'required' or a named function"
+                f"{named} cannot be combined with tool_choice 'required' or a named function"
             )
         if model.tools is None:
             raise bad_request("tool_choice: this model has no known tool-call format")
@@ -46,7 +48,7 @@ def plan_constraint(
         parallel = options.parallel and options.named is None
         grammar, field = tool_call_grammar(tokenizer, model.tools, tools, parallel), "tools"
     elif constraint is not None:
-        grammar, field = response_format_grammar(constraint)
+        grammar, field = constraint_grammar(constraint)
     gate = None
     if reasoning_open and model.think_ids is not None:
         gate = ThinkGate(*model.think_ids, starts_inside=starts_inside)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from worker.text.parsers.tool_base import ToolContext, ToolParser
+from worker.text.parsers.tool_base import CallParser, ToolContext
 
 
 class GrammarKit(Protocol):
@@ -39,7 +39,7 @@ class ToolFormat:
     """One tool-call syntax: a streaming parser factory and, if it has one, a call grammar."""
 
     name: str
-    make_parser: Callable[[ToolContext], ToolParser]
+    make_parser: Callable[[ToolContext], CallParser]
     grammar: GrammarBuilder | None = None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.text.parsers.bare_json import wrapping
 from worker.text.parsers.base import ToolCallEmitter
 from worker.text.parsers.families import (
     Function,
@@ -68,4 +69,5 @@ def grammar(functions: Sequence[Function], parallel: bool, kit: GrammarKit) -> s
     )
 
 
-FORMAT = ToolFormat("hermes", make_parser, grammar)
+# Qwen2.5-Coder's GGUFs answer with the bare call object instead (bare_json.py): read both.
+FORMAT = wrapping(ToolFormat("hermes", make_parser, grammar))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from protocol.messages import FinishReason
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.reasoning import ReasoningParser
-from worker.text.parsers.tool_base import ToolParser
+from worker.text.parsers.tool_base import CallParser
 
 
 class OutputParser:
@@ -20,7 +20,7 @@ class OutputParser:
     def __init__(
         self,
         reasoning: ReasoningParser | None = None,
-        tools: ToolParser | None = None,
+        tools: CallParser | None = None,
         cut_short: Callable[[], bool] | None = None,
     ) -> None:
         self._reasoning = reasoning

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.messages import ToolCallDelta
 from worker.text.parsers.base import ToolCallEmitter, find_first, split_safe
@@ -106,6 +106,18 @@ class CallBody:
 
 
 BodyFactory = Callable[[ToolCallEmitter, ToolContext, str], CallBody]
+
+
+class CallParser(Protocol):
+    """What a response's output parser needs of a tool-call parser (ToolParser, and wrappers
+    such as bare_json.BareJsonCalls)."""
+
+    @property
+    def called(self) -> bool: ...
+
+    def feed(self, text: str) -> tuple[str, list[ToolCallDelta]]: ...
+
+    def finish(self) -> tuple[str, list[ToolCallDelta]]: ...
 
 
 class ToolParser:

@@ -1,1 +1,0 @@
-"""The Anthropic Messages API: request parsing, content conversion, Message objects, events."""

@@ -1,0 +1,207 @@
+"""Parse `POST /v1/responses` bodies into a generation request plus what the Response echoes.
+
+Honoured: `model`, `input`, `instructions` (a system message, not carried over by
+`previous_response_id`, as in OpenAI), `previous_response_id` (the stored conversation is
+prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`,
+`tool_choice`, `parallel_tool_calls`, `text.format` (JSON modes by constrained decoding),
+`reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on),
+`top_logprobs` and `include: ["message.output_text.logprobs"]`, and the extensions `top_k`,
+`min_p`, `repetition_penalty`, `chat_template_kwargs`. Accepted without local meaning:
+`metadata` (echoed), `user`, `safety_identifier`, `prompt_cache_key`,
+`prompt_cache_retention`, `prompt_cache_options`, `service_tier`, `reasoning.summary`,
+`truncation: "disabled"`, `background: false`, other `include` values, `client_metadata` (an
+object of strings Codex CLI sends: thread and turn ids), and `max_tool_calls`
+(it caps calls of OpenAI's built-in tools, which this server has none of; function calls are
+not counted, as in OpenAI). Not supported (a 400 saying so): `moderation` (no moderation
+model), `conversation` (no Conversations API: use `previous_response_id`), `prompt` (no
+stored prompt templates), `context_management` (no compaction). Everything else is a 400
+naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.api.responses.inputs import input_messages
+from gateway.api.responses.store import ResponseStore
+from gateway.api.responses.surface import CREATE, LOGPROBS_INCLUDE
+from gateway.generation.request import GenerationRequest
+from gateway.generation.structured import check_keys, json_schema
+from gateway.generation.tools import function_tool, named_choice, tool_inputs
+from gateway.http.errors import APIError, invalid, unsupported
+from gateway.schema import readers as f
+from protocol.inputs import ChatInputs, Constraint, JsonObject, SamplingParams
+
+_NO_THINKING_EFFORTS = ("none", "minimal")
+_TOOL_KEYS = {
+    "type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers",
+}  # fmt: skip
+
+
+@dataclass(slots=True)
+class ResponsesRequest:
+    generation: GenerationRequest
+    conversation: list[dict[str, Any]]  # history + this input, without the instructions
+    store: bool
+    logprobs: bool  # logprobs in output_text parts
+    echo: dict[str, Any] = field(default_factory=dict)  # request fields the Response repeats
+
+
+def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> ResponsesRequest:
+    CREATE.check(body)
+    model = f.string(body, "model")
+    assert model is not None  # required by the table
+    previous = f.string(body, "previous_response_id")
+    history: list[dict[str, Any]] = []
+    if previous is not None:
+        stored = store.get(previous)
+        if stored is None:
+            raise APIError(
+                400,
+                f"Previous response with id {previous!r} not found (responses are kept in memory, "
+                f"the last {store.capacity})",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        history = stored.conversation
+    conversation = history + input_messages(body.get("input"))
+    instructions = f.string(body, "instructions")
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
+    _reasoning(body, kwargs)
+    inputs: dict[str, Any] = {"messages": system + conversation, "chat_template_kwargs": kwargs}
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(f.array(body, "tools") or [])]
+    choice = _tool_choice(body.get("tool_choice"))
+    inputs.update(tool_inputs(tools, choice, f.boolean(body, "parallel_tool_calls")))
+    logprobs = _logprobs(body)
+    max_tokens = f.integer(body, "max_output_tokens")
+    sampling = SamplingParams(
+        max_tokens=max_tokens or default_max_tokens,
+        # Ranges checked by the table (gateway/api/responses/surface.CREATE).
+        temperature=f.plain_number(body, "temperature"),
+        top_p=f.plain_number(body, "top_p"),
+        top_k=f.top_k(body),
+        min_p=f.plain_number(body, "min_p"),
+        repetition_penalty=f.plain_number(body, "repetition_penalty"),
+        logprobs=logprobs,
+        constraint=_text_format(body),
+    )
+    if sampling.constraint is not None and tools and inputs.get("tool_choice") != "none":
+        raise unsupported("text.format", "a JSON format together with callable tools")
+    stream, _ = f.stream_flags(body)
+    generation = GenerationRequest(
+        model,
+        ChatInputs(sampling=sampling, **inputs),
+        stream,
+        max_tokens_field="max_output_tokens" if max_tokens else None,
+    )
+    store_it = f.boolean(body, "store") is not False
+    echo = {
+        "instructions": instructions,
+        "max_output_tokens": max_tokens,
+        "metadata": f.obj(body, "metadata") or {},
+        "parallel_tool_calls": inputs.get("parallel_tool_calls", True),
+        "previous_response_id": previous,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "tool_choice": _echo_choice(choice),
+        "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
+        "text": {"format": (body.get("text") or {}).get("format") or {"type": "text"}},
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "store": store_it,
+        "top_logprobs": f.integer(body, "top_logprobs"),
+        "truncation": "disabled",
+    }
+    if f.string(body, "user") is not None:  # a string in the API's schema: absent, not null
+        echo["user"] = body["user"]
+    return ResponsesRequest(generation, conversation, store_it, logprobs is not None, echo)
+
+
+def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
+    reasoning = f.obj(body, "reasoning")
+    if reasoning is None:
+        return
+    check_keys(reasoning, {"effort", "summary", "generate_summary"}, "reasoning")
+    effort = reasoning.get("effort")
+    if effort is not None:
+        if not isinstance(effort, str):
+            raise invalid("reasoning.effort", "`reasoning.effort` must be a string")
+        kwargs.setdefault("enable_thinking", effort not in _NO_THINKING_EFFORTS)
+
+
+def _tool(tool: Any, path: str) -> dict[str, Any]:
+    if not isinstance(tool, dict):
+        raise invalid(path, f"`{path}` must be an object")
+    if tool.get("type") != "function":
+        raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} (only 'function')")
+    check_keys(tool, _TOOL_KEYS, path)
+    return function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), path)
+
+
+def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A (checked) request tool as the Response repeats it, with the fields FunctionTool
+    requires even when the request left them out."""
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict"),
+        **{k: v for k, v in tool.items() if k in ("defer_loading", "allowed_callers")},
+    }
+
+
+def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    if choice is None or choice in ("none", "auto", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = choice.get("name")
+        if not isinstance(name, str) or not name:
+            raise invalid("tool_choice.name", "`tool_choice.name` must be a string")
+        return named_choice(name)
+    if isinstance(choice, dict):
+        raise unsupported("tool_choice", f"type {choice.get('type')!r}")
+    raise invalid("tool_choice", "`tool_choice` must be 'none', 'auto', 'required' or a function")
+
+
+def _echo_choice(choice: str | dict[str, Any] | None) -> Any:
+    if isinstance(choice, dict):
+        return {"type": "function", "name": choice["function"]["name"]}
+    return choice or "auto"
+
+
+def _logprobs(body: dict) -> int | None:
+    include = body.get("include") or []  # strings (the table)
+    top = f.integer(body, "top_logprobs")
+    if LOGPROBS_INCLUDE in include or top is not None:
+        return top or 0
+    return None
+
+
+def _text_format(body: dict) -> Constraint | None:
+    text = f.obj(body, "text")
+    if text is None:
+        return None
+    check_keys(text, {"format", "verbosity"}, "text")
+    if text.get("verbosity") is not None:
+        raise unsupported("text.verbosity")
+    spec = text.get("format")
+    if spec is None:
+        return None
+    path = "text.format"
+    if not isinstance(spec, dict):
+        raise invalid(path, "`text.format` must be an object")
+    kind = spec.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonObject()
+    if kind == "json_schema":
+        check_keys(spec, {"type", "name", "schema", "strict", "description"}, path)
+        if not isinstance(spec.get("schema"), dict):
+            raise invalid(f"{path}.schema", "`text.format.schema` must be a JSON Schema object")
+        return json_schema(spec["schema"], spec.get("name"), spec.get("strict"), path)
+    raise invalid(
+        f"{path}.type", "`text.format.type` must be 'text', 'json_object' or 'json_schema'"
+    )

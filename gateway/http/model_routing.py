@@ -1,0 +1,60 @@
+"""Which engine serves a request: the one worker's, or (a models file) the engine of the model
+it names, loaded and leased until the response ends; and the chat model check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.http.errors import invalid
+from gateway.http.model_names import resolve_model
+from gateway.workers.protocol import EngineClient
+from gateway.workers.served_models import CHAT
+
+
+def engine_of(request: Request) -> EngineClient:
+    """The engine serving this request: the one worker's, or (a models file) the engine of
+    the model `engine_for` picked."""
+    return getattr(request.state, "engine", None) or request.app.state.engine
+
+
+async def engine_for(request: Request, name: Any, kind: str) -> EngineClient:
+    """The engine of the model `name` names, for a request of `kind`. One worker: its engine
+    (the model is checked by the route). A models file: that model's engine, loaded if it was
+    not, leased until the response ends (gateway/pool/leases.py); 404 / 400 naming the model
+    when no model answers to `name` or it does not serve `kind`."""
+    pool = request.app.state.pool
+    if pool is None:
+        return engine_of(request)
+    if not isinstance(name, str) or not name:
+        raise invalid("model", "`model` is required")
+    resolve_model(request, name, kind)
+    entry = pool.find(name)
+    if entry is None:  # an OpenAI default name of a kind: none in a models file
+        raise invalid("model", f"`{name}` names no model of the models file")
+    engine = await pool.acquire(entry)
+    leases = getattr(request.state, "pool_leases", None)
+    if leases is None:
+        leases = request.state.pool_leases = []
+    leases.append(entry)
+    request.state.engine = engine
+    return engine
+
+
+def first_model_of(request: Request, kind: str) -> str | None:
+    """A models file: the id of its first model of `kind`, else of its first model whose kind
+    is not known before it is loaded (`kind: auto`); for routes without a `model`."""
+    pool = request.app.state.pool
+    if pool is None:
+        return None
+    models = pool.served_models()
+    sure = next((m.id for m in models if kind in m.kinds), None)
+    return sure or next((m.id for m in models if not m.kinds), None)
+
+
+def check_model(request: Request, model: str) -> None:
+    """`model` must reach the chat model (its id, its path or a `--model-alias`): else a 404
+    listing the served ids, or a 400 when it names a model that does not chat
+    (gateway/http/model_names.py)."""
+    resolve_model(request, model, CHAT)

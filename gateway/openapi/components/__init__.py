@@ -1,1 +1,0 @@
-"""The component schemas by API area; gateway/openapi/schemas.py joins them."""

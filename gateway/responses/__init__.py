@@ -1,1 +1,0 @@
-"""The OpenAI Responses API: request parsing, input items, output objects, events, store."""

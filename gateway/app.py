@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 
 from gateway.api.admin import routes as admin
 from gateway.api.anthropic_messages import routes as anthropic_messages
@@ -55,6 +56,24 @@ ROUTES = [
 ]
 
 
+def _cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """`--allowed-origins`: browsers on these origins may call the API (none: CORS is off).
+    Outermost, so a preflight (which a browser sends without the key) is answered before the
+    key check; keys travel in headers, never cookies, so credentials stay off."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["*"],  # the SDKs' own (x-stainless-*, anthropic-version, ...)
+            expose_headers=["x-request-id", "retry-after"],
+            max_age=600,
+        )
+    ]
+
+
 def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starlette:
     """An ASGI app serving `engine` (a `WorkerEngineClient`, or any `EngineClient`), or the
     models of a models file (a `ModelPool`: a worker per model)."""
@@ -71,9 +90,10 @@ def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starle
     app = Starlette(
         routes=[*ROUTES, playground_assets(), docs_assets()],
         middleware=[
+            *_cors(config.allowed_origins),
             Middleware(RequestIdMiddleware),
             Middleware(AccessLogMiddleware, log_polls=config.log_polls),
-            Middleware(APIKeyMiddleware, api_key=config.api_key, admin_key=config.admin_key),
+            Middleware(APIKeyMiddleware, api_keys=config.api_keys, admin_key=config.admin_key),
             *([Middleware(PoolLeases, pool=pool)] if pool is not None else []),
         ],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -11,8 +11,9 @@ class ServerConfig:
     served_model_name: str  # the id clients send as "model" and /v1/models lists
     host: str = "127.0.0.1"
     port: int = 8000
-    api_key: str | None = None
+    api_keys: tuple[str, ...] = ()  # any of them opens the API; none: an open server
     admin_key: str | None = None  # /v1/admin/models/*: gateway/http/auth.py
+    allowed_origins: tuple[str, ...] = ()  # CORS (gateway/cli/listening.py); none: off
     model_root: str | None = None  # admin loads: checkpoints under this directory only
     max_tokens: int = 2048  # default when a request gives no max_tokens
     max_num_seqs: int = 8  # requests the worker generates at once
@@ -78,6 +79,7 @@ class ServerConfig:
     omni: bool = False  # the main model is a speech model (TTS or speech recognition)
     reasoning_parser: str = "auto"  # auto | none | qwen3 | deepseek_r1
     tool_call_parser: str = "auto"  # auto | none | a format of worker/text/parsers/registry.py
+    chat_template: str | None = None  # a Jinja file replacing the checkpoint's template
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
     vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
     talker_max_frames: int = 4096  # codec frames (12.5 a second) Qwen3-Omni's talker may speak

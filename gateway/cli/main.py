@@ -22,6 +22,14 @@ from gateway.cli.bench.options import bench_options
 from gateway.cli.convert import convert_command
 from gateway.cli.distributed import distributed_config, distributed_options
 from gateway.cli.embeddings import embedding_config, embedding_options
+from gateway.cli.listening import (
+    address,
+    allowed_origins,
+    api_keys,
+    listening_options,
+    tls_files,
+    unix_socket,
+)
 from gateway.cli.model_source import resolve, serve_model
 from gateway.cli.remote import keys_command, worker_command
 from gateway.cli.serve_options import (
@@ -35,6 +43,7 @@ from gateway.cli.serve_options import (
 from gateway.cli.speech import tts
 from gateway.cli.transcribe import transcribe
 from gateway.config import ServerConfig
+from gateway.http.auth import key_id
 from gateway.http.read_deadlines import protocol_with_deadlines
 from protocol.log_format import LOG_FORMATS, configure_logging
 
@@ -54,7 +63,6 @@ def main() -> None:
 )
 @click.option("--host", default=DEFAULTS.host, show_default=True)
 @click.option("--port", default=DEFAULTS.port, type=click.IntRange(0, 65535), show_default=True)
-@click.option("--api-key", envvar="VOMLX_API_KEY", help="Require this key (env VOMLX_API_KEY).")
 @click.option(
     "--admin-key",
     envvar="VOMLX_ADMIN_KEY",
@@ -187,6 +195,7 @@ def main() -> None:
 )
 @click.option("--insecure", is_flag=True, help="Remote workers over plain TCP (no CURVE).")
 @distributed_options
+@listening_options
 @alias_options
 @embedding_options
 @media_options
@@ -204,7 +213,12 @@ def serve(model: str | None, **options: Any) -> None:
     configure_logging(
         options["log_level"], options["log_format"], "gateway", [RequestIdLogFilter()]
     )
-    check_port_free(options["host"], options["port"])  # before minutes of fetching a model
+    uds = unix_socket(options)
+    keyfile, certfile = tls_files(options)
+    keys = api_keys(options)
+    origins = allowed_origins(options["allowed_origins"])
+    if uds is None:
+        check_port_free(options["host"], options["port"])  # before minutes of fetching a model
     distributed = distributed_config(options)
     models_file = options.pop("models_file")
     if models_file is not None:
@@ -217,7 +231,8 @@ def serve(model: str | None, **options: Any) -> None:
         served_model_name=options["served_model_name"] or default_name,
         host=options["host"],
         port=options["port"],
-        api_key=options["api_key"] or None,
+        api_keys=keys,
+        allowed_origins=origins,
         admin_key=options["admin_key"] or None,
         model_root=os.path.realpath(options["model_root"]) if options["model_root"] else None,
         max_tokens=options["max_tokens"],
@@ -253,6 +268,9 @@ def serve(model: str | None, **options: Any) -> None:
             app,
             host=config.host,
             port=config.port,
+            uds=uds,
+            ssl_keyfile=keyfile,
+            ssl_certfile=certfile,
             log_level=config.log_level,
             log_config=None,  # configure_logging's handler writes uvicorn's lines too
             access_log=False,  # gateway/http/access_log.py writes the access log
@@ -265,7 +283,12 @@ def serve(model: str | None, **options: Any) -> None:
         )
     )
     what = f"the models of {models_file}" if models_file else f"{config.served_model_name} ({path})"
-    click.echo(f"Serving {what} on http://{config.host}:{config.port}", err=True)
+    where = address(config.host, config.port, uds, keyfile is not None)
+    click.echo(f"Serving {what} on {where}", err=True)
+    if len(keys) > 1:
+        click.echo(
+            f"{len(keys)} API keys, ids {', '.join(key_id(k.encode()) for k in keys)}", err=True
+        )
     server.run()
     if not server.started:
         sys.exit(3)  # uvicorn's own exit status for a failed startup

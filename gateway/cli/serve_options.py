@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -76,6 +77,11 @@ def generation_options(command: Any) -> Any:
         ),
         ("--reasoning-parser", None, "auto | none | qwen3 | deepseek_r1."),
         ("--tool-call-parser", None, "auto | none | hermes | qwen3_coder | llama3_json | ..."),
+        (
+            "--chat-template",
+            click.Path(exists=True, dir_okay=False),
+            "A Jinja chat template file used instead of the checkpoint's (mlx-lm models).",
+        ),
         ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
         ("--talker-max-frames", click.IntRange(min=1), "Qwen3-Omni talker: frames (12.5/s)."),
     ]
@@ -123,6 +129,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
             "talker_max_frames",
         )
     }  # fmt: skip
+    fields["chat_template"] = chat_template_file(options["chat_template"])
     fields["kv_bits"] = int(options["kv_bits"]) if options["kv_bits"] else None
     fields["kv_group_size"] = int(options["kv_group_size"])
     fields.update(resolved_models(options, ("draft_model", "speech_model", "transcription_model")))
@@ -133,3 +140,25 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
     except (BlasUnavailable, WarmPromptsError) as exc:
         raise click.ClickException(str(exc)) from exc
     return fields
+
+
+MAX_CHAT_TEMPLATE_BYTES = 1 << 20
+
+
+def chat_template_file(path: str | None) -> str | None:
+    """--chat-template as an absolute path, once it reads as UTF-8 text of at most 1 MiB (the
+    worker renders it; a template that does not compile stops the worker's load, naming it)."""
+    if path is None:
+        return None
+    data = Path(path).read_bytes()
+    if len(data) > MAX_CHAT_TEMPLATE_BYTES or b"\0" in data:
+        raise click.BadParameter(
+            f"{path} is not a chat template (binary, or over 1 MiB)", param_hint="--chat-template"
+        )
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.BadParameter(
+            f"{path} is not UTF-8 text", param_hint="--chat-template"
+        ) from None
+    return os.path.abspath(path)

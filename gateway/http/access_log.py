@@ -5,7 +5,8 @@ had. Pure ASGI middleware inside the request-id middleware, so each line carries
 log filter stamps it). Polls of /health and /metrics are left out unless `log_polls`: a
 monitor hitting them every second would bury the requests. A response that never started
 (the app raised, or the client left first) is logged with status 500 or 499 (nginx's
-"client closed request").
+"client closed request"). A request that passed the key check names the key by its id
+(`key=1a2b3c4d`, gateway/http/auth.py).
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ def _write(scope: Scope, status: int, seconds: float) -> None:
     target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
     if scope.get("query_string"):
         target += "?" + scope["query_string"].decode("latin-1")
+    key = scope.get("state", {}).get("key_id")  # set by the key check: never the key itself
     log.info(
-        '%s "%s %s HTTP/%s" %d %.3fs',
+        '%s "%s %s HTTP/%s" %d %.3fs%s',
         peer,
         scope["method"],
         target,
         scope.get("http_version", "1.1"),
         status,
         seconds,
+        f" key={key}" if key else "",
     )

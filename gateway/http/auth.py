@@ -9,6 +9,11 @@ those routes closed (403, saying how to open them); one with neither key is open
 (a local server, as on 127.0.0.1 by default). The admin key also opens every other route.
 `/v1/admin/stats` (counters only; the playground's status tab reads them) takes either key.
 
+Several API keys (`--api-key` repeated, `--api-key-file`) each open the API; the one a request
+used is named in its access-log line by its id (`key=` the first 8 hex digits of its SHA-256,
+gateway/cli/listening.py), never by itself: the middleware puts the id in the request's
+`state` for the access log.
+
 Pure ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched. Both
 `Authorization: Bearer KEY` (openai SDK) and `x-api-key: KEY` (anthropic SDK) are accepted;
 the comparison is constant-time. WebSockets too, and since a browser cannot set their headers,
@@ -18,7 +23,9 @@ WebSocket without the key is refused at its handshake (HTTP 403).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -34,10 +41,25 @@ OPEN_PREFIXES = ("/playground/", "/docs/assets/")
 
 
 def has_key(headers: list[tuple[bytes, bytes]], api_key: bytes) -> bool:
-    """Whether the request carries `api_key` in either header (constant-time per key, and
-    every presented key is checked, so the time taken does not say which header matched)."""
-    matches = [hmac.compare_digest(key, api_key) for key in presented_keys(headers)]
-    return any(matches)
+    """Whether the request carries `api_key` in either header."""
+    return matching_key(headers, (api_key,)) is not None
+
+
+def matching_key(headers: list[tuple[bytes, bytes]], keys: Sequence[bytes]) -> bytes | None:
+    """The key of `keys` the request carries, if any. Every presented key is compared with
+    every key (constant-time each), so the time taken says neither which header nor which key
+    matched."""
+    found = None
+    for presented in presented_keys(headers):
+        for key in keys:
+            if hmac.compare_digest(presented, key):
+                found = key
+    return found
+
+
+def key_id(key: bytes) -> str:
+    """A key as logs name it: the first 8 hex digits of its SHA-256."""
+    return hashlib.sha256(key).hexdigest()[:8]
 
 
 SUBPROTOCOL_KEY = b"openai-insecure-api-key."
@@ -66,13 +88,15 @@ ADMIN_PREFIX = "/v1/admin/models/"
 
 
 class APIKeyMiddleware:
-    def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, api_keys: Sequence[str] = (), admin_key: str | None = None
+    ) -> None:
         self.app = app
-        self.api_key = api_key.encode() if api_key else None
+        self.api_keys = tuple(key.encode() for key in api_keys)
         self.admin_key = admin_key.encode() if admin_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and self.api_key is not None:
+        if scope["type"] == "websocket" and self.api_keys:
             if not self._authorized(scope):
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close", "code": 1008})
@@ -84,7 +108,7 @@ class APIKeyMiddleware:
         if path.startswith(ADMIN_PREFIX):
             error = self._admin_error(scope)
         elif (
-            self.api_key is None
+            not self.api_keys
             or path in OPEN_PATHS
             or path.startswith(OPEN_PREFIXES)
             or self._authorized(scope)
@@ -102,7 +126,7 @@ class APIKeyMiddleware:
             if has_key(scope["headers"], self.admin_key):
                 return None
             return _missing_key("admin key (--admin-key)")
-        if self.api_key is None:
+        if not self.api_keys:
             return None  # no keys at all: an open, local server
         return APIError(
             403,
@@ -113,10 +137,13 @@ class APIKeyMiddleware:
         )
 
     def _authorized(self, scope: Scope) -> bool:
-        assert self.api_key is not None
-        return has_key(scope["headers"], self.api_key) or (
-            self.admin_key is not None and has_key(scope["headers"], self.admin_key)
-        )
+        """Whether the request carries a key that opens the API; notes which one it was."""
+        keys = self.api_keys + ((self.admin_key,) if self.admin_key is not None else ())
+        key = matching_key(scope["headers"], keys)
+        if key is None:
+            return False
+        scope.setdefault("state", {})["key_id"] = key_id(key)
+        return True
 
 
 def _missing_key(which: str) -> APIError:

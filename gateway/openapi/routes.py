@@ -15,7 +15,7 @@ async def openapi_json(request: Request) -> JSONResponse:
     # Imported here: the document reads every API's tables and schemas.
     from gateway.openapi.document import cached_document
 
-    return JSONResponse(cached_document(request.app.state.config.api_key is not None))
+    return JSONResponse(cached_document(bool(request.app.state.config.api_keys)))
 
 
 ROUTES = [

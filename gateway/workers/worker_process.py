@@ -41,8 +41,8 @@ GENERATION_FLAGS = (
     "speculative", "prompt_lookup_min", "prompt_lookup_max", "kv_bits", "kv_group_size",
     "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
     "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "speech_model", "transcription_model",
-    "reasoning_parser", "tool_call_parser", "vision_cache_entries", "talker_max_frames",
-    "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
+    "reasoning_parser", "tool_call_parser", "chat_template", "vision_cache_entries",
+    "talker_max_frames", "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
     "embedding_batch_tokens",
 )  # fmt: skip
 

@@ -70,6 +70,10 @@ def ready(
 
 
 def config(**overrides: Any) -> ServerConfig:
+    """A ServerConfig for tests; `api_key="k"` stands for `api_keys=("k",)`."""
+    if "api_key" in overrides:
+        key = overrides.pop("api_key")
+        overrides["api_keys"] = (key,) if key else ()
     return ServerConfig(model="/models/tiny", served_model_name="tiny", **overrides)
 
 

@@ -34,11 +34,16 @@ class ServerProcess:
         api_key: str | None = None,
         admin_key: str | None = None,
         cwd: Path | None = None,
+        client: httpx.Client | None = None,
+        tls: bool = False,
     ):
+        """`client` reaches the server where plain httpx cannot (a UNIX socket, a certificate
+        of its own); `tls`: the server speaks HTTPS."""
         self.port = free_port()
         self.api_key = api_key
         self.admin_key = admin_key
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = client
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = log_path
         cmd = [CLI, "serve", *args, "--port", str(self.port), "--log-level", "info"]
         if api_key:
@@ -61,7 +66,7 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace")
 
     def health(self) -> httpx.Response:
-        return httpx.get(f"{self.url}/health", headers=self.headers, timeout=5)
+        return (self.client or httpx).get(f"{self.url}/health", headers=self.headers, timeout=5)
 
     def wait_healthy(self, timeout: float = 180.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -94,6 +99,8 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        if self.client is not None:
+            self.client.close()
 
 
 def pid_alive(pid: int) -> bool:

@@ -92,7 +92,7 @@ def test_serve_builds_the_config_from_its_options(no_serving, tmp_path):
     assert result.exit_code == 0, result.output
     config = no_serving[0].config
     assert (config.model, config.served_model_name, config.port) == (str(tmp_path), "m", 9001)
-    assert (config.api_key, config.max_tokens, config.max_num_seqs) == ("k", 64, 2)
+    assert (config.api_keys, config.max_tokens, config.max_num_seqs) == (("k",), 64, 2)
     assert (config.max_queue, config.max_body_bytes) == (3, 2**20)
     assert FakeServer.instances[0].config.port == 9001
 
@@ -112,7 +112,7 @@ def test_serve_reads_the_api_key_from_the_environment(no_serving, tmp_path):
     fake_checkpoint(tmp_path)
     result = CliRunner().invoke(cli.main, ["serve", str(tmp_path)], env={"VOMLX_API_KEY": "env"})
     assert result.exit_code == 0, result.output
-    assert no_serving[0].config.api_key == "env"
+    assert no_serving[0].config.api_keys == ("env",)
 
 
 def test_serve_without_model_serves_the_embedded_default_with_its_speech_models(

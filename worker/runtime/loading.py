@@ -73,6 +73,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--reasoning-parser", default="auto", help="auto | none | qwen3 | deepseek_r1")
     add("--tool-call-parser", default="auto", help="auto | none | a format name")
+    add("--chat-template", default=None, help="a Jinja chat template file (mlx-lm models)")
     add_embedding_arguments(parser)
 
 
@@ -154,6 +155,8 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
     if args.omni and kind in (TEXT, VISION, EMBED, RERANK):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
+    if getattr(args, "chat_template", None) is not None and kind != TEXT:
+        raise ValueError(f"--chat-template: {args.model} is not an mlx-lm chat model")
     if sharder is not None and kind != TEXT:
         raise ValueError(f"only mlx-lm text models can be split across ranks, not {args.model}")
     if kind == TEXT:

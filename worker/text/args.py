@@ -119,6 +119,7 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     """Loads the checkpoint (raises on any failure) and builds the text engine for `args`;
     `sharder` (worker/distributed/sharding.py) splits it across a distributed group."""
     from worker.text.batch_engine import BatchTextEngine
+    from worker.text.chat_template import replace_chat_template
     from worker.text.model import load_text_model
     from worker.text.prefix_reuse import PrefixReuse, open_prefix_cache
     from worker.text.solo_engine import SoloTextEngine
@@ -131,6 +132,8 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
         adapter_path=args.adapter_path,
         shard=sharder,
     )
+    if getattr(args, "chat_template", None) is not None:
+        replace_chat_template(text_model.tokenizer, args.chat_template)
     cache_bytes = args.prefix_cache_bytes
     if sharder is not None:
         cache_bytes = sharder.local_bytes(cache_bytes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from gateway.http.auth import has_key
+from gateway.http.auth import matching_key
 from gateway.http.model_routing import engine_of
 
 
@@ -23,5 +23,7 @@ async def health(request: Request) -> JSONResponse:
 
 def may_see_details(request: Request) -> bool:
     """Whether the caller may read what the server runs: no `--api-key`, or the key sent."""
-    api_key = request.app.state.config.api_key
-    return api_key is None or has_key(request.scope["headers"], api_key.encode())
+    keys = request.app.state.config.api_keys
+    return (
+        not keys or matching_key(request.scope["headers"], [k.encode() for k in keys]) is not None
+    )

@@ -57,10 +57,12 @@ class ServerConfig:
     prefill_interleave: float | None = None
     draft_model: str | None = None  # checkpoint directory: speculative decoding
     adapter_path: str | None = None  # an mlx-lm LoRA adapter directory (models file: adapter)
-    num_draft_tokens: int = 3
+    # Proposals per sequence and step; None: by method (prompt lookup 5, a draft model 3)
+    num_draft_tokens: int | None = None
     # Speculative decoding in continuous batching (worker/text/speculation/): none | ngram
-    # (prompt lookup) | draft (--draft-model) | auto; off until its speedup is measured.
-    speculative: str = "none"
+    # (prompt lookup) | draft (--draft-model) | auto: the draft model, else prompt lookup, where
+    # speculation can run (measured: docs/benchmarks.md, "Speculative decoding").
+    speculative: str = "auto"
     prompt_lookup_min: int = 2  # the n-gram sizes prompt lookup matches, longest first
     prompt_lookup_max: int = 3
     kv_bits: int | None = None  # quantized KV cache

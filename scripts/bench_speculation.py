@@ -98,11 +98,15 @@ async def run_task(side: ServerSide, task: str, streams: int, max_tokens: int) -
     }
 
 
-def make_side(name: str, checkpoint: str, port: int, log_dir: Path, streams: int) -> ServerSide:
+def make_side(
+    name: str, checkpoint: str, port: int, log_dir: Path, streams: int, draft_tokens: int | None
+) -> ServerSide:
     if name == "mlx_lm.server":
         return mlx_lm_server(checkpoint, port, log_dir)
     side = ours(checkpoint, port, "openblas", log_dir, max(8, streams))
     side.command += ["--speculative", name]
+    if draft_tokens is not None and name != "none":
+        side.command += ["--num-draft-tokens", str(draft_tokens)]
     side.name = f"ours --speculative {name}"
     side.log_path = log_dir / f"ours-{name}.log"
     return side
@@ -115,6 +119,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tasks", default="edit,story")
     parser.add_argument("--streams", default="1,8", help="comma-separated stream counts")
     parser.add_argument("--max-tokens", type=int, default=600)
+    parser.add_argument("--num-draft-tokens", type=int, help="ours: proposals per step")
     parser.add_argument("--json", help="write the results here")
     return parser.parse_args()
 
@@ -128,10 +133,14 @@ def main() -> None:
     results: dict[str, dict] = {}
     for name in sides:
         port = free_port()
-        side = make_side(name, args.checkpoint, port, log_dir, max(stream_counts))
+        side = make_side(
+            name, args.checkpoint, port, log_dir, max(stream_counts), args.num_draft_tokens
+        )
         side.start(side_env("openblas"), port)
         try:
             side.wait_ready(600)
+            if side.model == "auto":  # ours: the id it serves the checkpoint as
+                side.model = httpx.get(f"{side.url}/v1/models").json()["data"][0]["id"]
             asyncio.run(run_task(side, "story", 1, 8))  # warm-up: load, first compile
             for task in tasks:
                 for streams in stream_counts:

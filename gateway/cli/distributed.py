@@ -70,7 +70,7 @@ def distributed_config(options: dict[str, Any]) -> dict[str, Any]:
     for name, flag in REFUSED.items():
         if options.get(name):
             raise click.UsageError(f"{flag} does not go with a distributed model")
-    if options.get("speculative") not in (None, "none"):
+    if options.get("speculative") not in (None, "none", "auto"):  # auto: none in a group
         raise click.UsageError(
             f"--speculative {options['speculative']} does not go with a distributed model "
             "(its ranks would have to verify proposals in lockstep)"

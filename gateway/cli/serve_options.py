@@ -45,13 +45,15 @@ def generation_options(command: Any) -> Any:
         (
             "--num-draft-tokens",
             click.IntRange(min=1, max=16),
-            "Tokens a sequence may propose per verification step (speculative decoding).",
+            "Tokens a sequence may propose per verification step (speculative decoding) "
+            "[default: prompt lookup 5, a draft model 3].",
         ),
         (
             "--speculative",
             click.Choice(["none", "ngram", "draft", "auto"]),
             "Speculative decoding with continuous batching: ngram (prompt lookup), draft "
-            "(--draft-model), auto (either), none.",
+            "(--draft-model), auto (the draft model, else prompt lookup, where either can run), "
+            "none.",
         ),
         ("--prompt-lookup-min", click.IntRange(min=1, max=8), "ngram: shortest n-gram matched."),
         ("--prompt-lookup-max", click.IntRange(min=1, max=8), "ngram: longest n-gram matched."),

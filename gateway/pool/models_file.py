@@ -275,7 +275,7 @@ class _Reader:
 
 
 # Options whose default is None but whose value is an integer (a number).
-_INT_OR_NONE = frozenset({"kv_bits", "max_kv_size"})
+_INT_OR_NONE = frozenset({"kv_bits", "max_kv_size", "num_draft_tokens"})
 _FLOAT_OR_NONE = frozenset({"prefill_interleave"})
 # The lowest value of a numeric option (the serve flag's range; the others: 0).
 _AT_LEAST = {"max_num_seqs": 1, "prefill_step_size": 1, "num_draft_tokens": 1,

@@ -84,3 +84,26 @@ def test_speculation_is_refused_with_a_distributed_model(qwen3_path):
     assert done.returncode != 0 and "--speculative ngram does not go with a distributed" in (
         done.stderr
     )
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+def test_speculation_asked_for_a_model_that_is_not_mlx_lm_is_refused_naming_why(tmp_path, method):
+    """A vision model cannot speculate: asked for by name, the load fails saying so and the
+    server reports it (the default, auto, quietly does not speculate there)."""
+    import time
+
+    from tests.support.server import ServerProcess
+    from worker.tiny_models import ensure_checkpoint
+
+    args = [str(ensure_checkpoint("qwen2_vl")), "--speculative", method]
+    server = ServerProcess(args, tmp_path / "server.log")
+    try:
+        said = f"--speculative {method}: speculative decoding runs on mlx-lm text models"
+        deadline = time.monotonic() + 120
+        while said not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert said in server.log()
+        health = server.health()
+        assert health.status_code == 503, health.text
+    finally:
+        server.stop()

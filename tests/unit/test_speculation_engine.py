@@ -40,6 +40,24 @@ from .test_worker_batch_engine import (  # noqa: F401
 NGRAM = Speculation("ngram", num_draft_tokens=4)
 
 
+class VerifyAlways:
+    """A batch gate that always lets the batch verify: these tests are about what verifying
+    gives (the gate, which times steps, has tests of its own: test_speculation_batch_gate.py)."""
+
+    def allows(self, size: int) -> bool:
+        return True
+
+    def ran(self, size: int, verified: bool, tokens: int) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _verify_always(monkeypatch):
+    from worker.text.speculation import speculator
+
+    monkeypatch.setattr(speculator, "BatchGate", VerifyAlways)
+
+
 def engine(text_model, speculation=NGRAM, prefix=None, pacer=None, step=2048, seqs=8):  # noqa: F811
     settings = GenerationSettings(prefill_step_size=step)
     return BatchTextEngine(
@@ -88,19 +106,23 @@ def test_greedy_requests_alone_equal_mlx_lm_and_take_fewer_steps(text_model, sol
         assert run.steps < 40, name  # accepted proposals: more than a token per step
 
 
-def test_eight_mixed_requests_at_once_equal_their_runs_without_speculation(text_model):  # noqa: F811
-    def submits():
-        return [
-            submit("fib", PROMPTS["fib"], 30),
-            submit("sea", PROMPTS["sea"], 24, temperature=0.9, seed=7),
-            submit("os", PROMPTS["os"], 20, logprobs=2),
-            submit("cls", PROMPTS["cls"], 28, stop=["pass"]),
-            submit("hi", PROMPTS["hi"], 5),
-            submit("xs", PROMPTS["xs"], 33, temperature=0.7, top_p=0.9, seed=1),
-            submit("rep", PROMPTS["fib"], 25, repetition_penalty=1.3),
-            submit("k", PROMPTS["cls"], 18, temperature=1.2, top_k=20, seed=3, logprobs=1),
-        ]
+def mixed_submits() -> list:
+    """Eight requests that exercise what speculation must keep: greedy, seeded sampling,
+    logprobs, a stop string, a short limit, penalties."""
+    return [
+        submit("fib", PROMPTS["fib"], 30),
+        submit("sea", PROMPTS["sea"], 24, temperature=0.9, seed=7),
+        submit("os", PROMPTS["os"], 20, logprobs=2),
+        submit("cls", PROMPTS["cls"], 28, stop=["pass"]),
+        submit("hi", PROMPTS["hi"], 5),
+        submit("xs", PROMPTS["xs"], 33, temperature=0.7, top_p=0.9, seed=1),
+        submit("rep", PROMPTS["fib"], 25, repetition_penalty=1.3),
+        submit("k", PROMPTS["cls"], 18, temperature=1.2, top_k=20, seed=3, logprobs=1),
+    ]
 
+
+def test_eight_mixed_requests_at_once_equal_their_runs_without_speculation(text_model):  # noqa: F811
+    submits = mixed_submits
     plain, spec = both(text_model, submits)
     for s in submits():
         assert outputs(spec, s.request_id) == outputs(plain, s.request_id), s.request_id

@@ -155,8 +155,8 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
     if args.omni and kind in (TEXT, VISION, EMBED, RERANK):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
-    if getattr(args, "chat_template", None) is not None and kind != TEXT:
-        raise ValueError(f"--chat-template: {args.model} is not an mlx-lm chat model")
+    if kind != TEXT:
+        _refuse_text_only_flags(args)
     if sharder is not None and kind != TEXT:
         raise ValueError(f"only mlx-lm text models can be split across ranks, not {args.model}")
     if kind == TEXT:
@@ -225,6 +225,19 @@ def _score_by_embeddings(loaded: LoadedEngines) -> None:
                 c for c in engine.capabilities() if c not in loaded.capabilities
             ]
             return
+
+
+def _refuse_text_only_flags(args: argparse.Namespace) -> None:
+    """Flags that only an mlx-lm text model honours, refused by name for any other main model
+    (they would be silently ignored). `--speculative auto`, the default, is not asked for."""
+    asked = getattr(args, "speculative", "none")
+    if asked in ("ngram", "draft"):
+        raise ValueError(
+            f"--speculative {asked}: speculative decoding runs on mlx-lm text models, and "
+            f"{args.model} is not one"
+        )
+    if getattr(args, "chat_template", None) is not None:
+        raise ValueError(f"--chat-template: {args.model} is not an mlx-lm chat model")
 
 
 def _add_embedding(loaded: LoadedEngines, path: str, args: argparse.Namespace) -> None:

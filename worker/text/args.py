@@ -37,10 +37,14 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
     add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")
-    add("--num-draft-tokens", type=int, default=3, help="draft tokens per verification")
+    add(
+        "--num-draft-tokens",
+        type=int,
+        help="proposals per sequence and step [default: prompt lookup 5, a draft model 3]",
+    )
     add(
         "--speculative",
-        default="none",
+        default="auto",
         help="auto | ngram | draft | none: speculative decoding (worker/text/speculation/)",
     )
     add("--prompt-lookup-min", type=int, default=2, help="ngram: shortest n-gram matched")
@@ -96,10 +100,11 @@ def check_blas(mode: str) -> None:
 
 def generation_settings(args: argparse.Namespace) -> Any:
     from worker.text.settings import GenerationSettings
+    from worker.text.speculation.config import DRAFT_TOKENS
 
     return GenerationSettings(
         prefill_step_size=args.prefill_step_size,
-        num_draft_tokens=args.num_draft_tokens,
+        num_draft_tokens=args.num_draft_tokens or DRAFT_TOKENS["draft"],
         kv_bits=args.kv_bits,
         kv_group_size=args.kv_group_size,
         quantized_kv_start=args.quantized_kv_start,
@@ -160,9 +165,11 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
         )
     )
     blocker = settings.batch_path_blocker()
-    if blocker is None and text_model.draft_model is not None:
-        blocker = "a draft model (speculative decoding)"
     speculation = speculation_for(args, text_model, blocker, distributed=sharder is not None)
+    if blocker is None and text_model.draft_model is not None and speculation.method != "draft":
+        # auto, where a draft cannot run in the batch (a distributed group, a cache that cannot
+        # be rewound): mlx-lm's speculative generator serves it on the batch-1 path, as before.
+        blocker = "a draft model that cannot speculate inside the batch"
     if blocker is None:
         pacer = prefill_pacer(args.prefill_interleave, settings, distributed=sharder is not None)
         engine: Any = BatchTextEngine(
@@ -188,7 +195,8 @@ def speculation_for(
     where it was asked for and cannot run)."""
     from worker.text.speculation.config import cache_problem, resolve
 
-    if text_model.draft_model is not None and blocker == "a draft model (speculative decoding)":
+    if text_model.draft_model is not None and blocker is not None:
+        # The batch-1 path the blocker sends generation to runs the draft itself.
         return resolve("none", has_draft=False, batch_path_blocker=None, distributed=False,
                        cache_problem=None, num_draft_tokens=args.num_draft_tokens)  # fmt: skip
     return resolve(

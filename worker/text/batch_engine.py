@@ -49,8 +49,9 @@ from worker.text.request import TextRequest, build_text_request, terminal
 from worker.text.settings import GenerationSettings
 from worker.text.speculation.config import Speculation
 from worker.text.speculation.counters import SpecCounts
+from worker.text.speculation.draft import DraftProposer
 from worker.text.speculation.kv_rewind import trimmed
-from worker.text.speculation.speculator import NgramProposer, Speculator
+from worker.text.speculation.speculator import NgramProposer, Proposer, Speculator
 
 log = logging.getLogger(__name__)
 
@@ -294,9 +295,12 @@ class BatchTextEngine:
     def _new_speculator(self) -> Speculator | None:
         spec = self._speculation
         if spec.method == "ngram":
-            proposer = NgramProposer(spec.lookup_min, spec.lookup_max)
-            return Speculator(proposer, spec.num_draft_tokens)
-        return None
+            proposer: Proposer = NgramProposer(spec.lookup_min, spec.lookup_max)
+        elif spec.method == "draft":
+            proposer = DraftProposer(self._text_model.draft_model)
+        else:
+            return None
+        return Speculator(proposer, spec.num_draft_tokens)
 
 
 def _guarded(entry: _Entry, processor: Callable) -> Callable:

@@ -1,8 +1,7 @@
 """Which speculation a worker runs (`--speculative`), and what makes it refuse at start.
 
-`none` is the default until the speedup is measured (issue 35). `auto` is prompt lookup
-(`ngram`), or the draft model when `--draft-model` is given, and quietly nothing where
-speculation cannot run: the batch-1 path of `--kv-bits` /
+`auto`, the default, is prompt lookup (`ngram`), or the draft model when `--draft-model` is
+given, and quietly nothing where speculation cannot run: the batch-1 path of `--kv-bits` /
 `--max-kv-size` (mlx-lm's own speculative generator serves a draft model there, as before), a
 distributed group, or a model whose cache cannot be rewound. Asked for by name (`ngram`,
 `draft`), the same cases are refused at start with the reason; `none` turns it off.
@@ -15,6 +14,10 @@ from typing import Any
 
 METHODS = ("auto", "ngram", "draft", "none")
 MAX_DRAFT_TOKENS = 16  # proposals per sequence and step: a verification pass of 17 positions
+# --num-draft-tokens unset, by method. Prompt lookup on Qwen2.5-Coder-0.5B rewriting a file
+# (docs/benchmarks.md, "Speculative decoding"): 3 -> 10.6 tok/s, 5 -> 14.1, 8 -> 13.5,
+# 12 -> 13.0, 16 -> 12.9. A draft model: mlx-lm's own default.
+DRAFT_TOKENS = {"ngram": 5, "draft": 3}
 
 
 class SpeculationError(ValueError):
@@ -35,9 +38,9 @@ class Speculation:
         return self.method != "none"
 
 
-def check_draft_tokens(num_draft_tokens: int) -> str | None:
-    """The complaint about a --num-draft-tokens value (None: fine)."""
-    if not 1 <= num_draft_tokens <= MAX_DRAFT_TOKENS:
+def check_draft_tokens(num_draft_tokens: int | None) -> str | None:
+    """The complaint about a --num-draft-tokens value (None: fine; unset is by method)."""
+    if num_draft_tokens is not None and not 1 <= num_draft_tokens <= MAX_DRAFT_TOKENS:
         return (
             f"--num-draft-tokens must be between 1 and {MAX_DRAFT_TOKENS}, got {num_draft_tokens}"
         )
@@ -61,7 +64,7 @@ def resolve(
     batch_path_blocker: str | None,
     distributed: bool,
     cache_problem: str | None,
-    num_draft_tokens: int,
+    num_draft_tokens: int | None,
     lookup_min: int = 2,
     lookup_max: int = 3,
 ) -> Speculation:
@@ -95,7 +98,8 @@ def resolve(
         if asked == "auto":
             return Speculation()
         raise SpeculationError(f"--speculative {asked} cannot run with {blocker}")
-    return Speculation(method, num_draft_tokens, lookup_min, lookup_max)
+    tokens = num_draft_tokens if num_draft_tokens is not None else DRAFT_TOKENS[method]
+    return Speculation(method, tokens, lookup_min, lookup_max)
 
 
 def _blocker(

@@ -11,7 +11,9 @@ its own sampler agrees with (verify.py), the KV cache is rewound past the rest (
 the batch's cache is ragged, each row ending at a length of its own, from the moment rows join),
 and the step returns, per row, the pending token and the accepted proposals (all fed: the
 invariant upstream keeps, that a returned token is in the KV cache), one Response each, in
-order; the token sampled after them becomes the new pending token. Stop sequences and
+order; the token sampled after them becomes the new pending token. Whether a batch of several
+rows may verify at all is the speculator's BatchGate's call (adaptive.py), by the tokens/s of
+its steps each way. Stop sequences and
 max_tokens apply token by token, as upstream, and a row that ends mid-run returns its cache cut
 to the tokens it returned. With no proposals at all the step is upstream's.
 
@@ -45,15 +47,25 @@ class SpeculativeGenerationBatch(GenerationBatch):
     def next(self) -> list[Any]:
         if not self.uids:
             return []
+        size, gate = len(self.uids), self.speculator.batch_gate
+        responses = self._speculative_step() if gate.allows(size) else None
+        verified = responses is not None
+        if responses is None:
+            responses = super().next()
+        gate.ran(size, verified, len(responses))
+        return responses
+
+    def _speculative_step(self) -> list[Any] | None:
+        """The step with the rows' proposals verified; None when no row proposes."""
         room = [m - n for m, n in zip(self.max_tokens, self._num_tokens, strict=True)]
         lengths = self.speculator.lengths(list(self.uids), room)
         if not any(lengths):
-            return super().next()
+            return None
         mx.eval(self._next_tokens)
         pending = cast(list[int], self._next_tokens.tolist())
         proposals = self.speculator.propose(list(self.uids), self.tokens, pending, lengths)
         if not any(proposals):
-            return super().next()
+            return None
         return self._verify(pending, proposals)
 
     def _verify(self, pending: list[int], proposals: list[list[int]]) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from worker.text.speculation.adaptive import DraftGate
+from worker.text.speculation.adaptive import BatchGate, DraftGate
 from worker.text.speculation.counters import SpecCounts
 from worker.text.speculation.ngram import NgramIndex
 
@@ -57,6 +57,7 @@ class Speculator:
         self.proposer = proposer
         self.max_length = max_length
         self.totals = SpecCounts()
+        self.batch_gate = BatchGate()
         self._gates: dict[int, DraftGate] = {}
         self._counts: dict[int, SpecCounts] = {}
 

@@ -40,6 +40,9 @@ class GenerationRequest:
     # The field that set `sampling.max_tokens` when the client gave it ("max_tokens",
     # "max_completion_tokens", "max_output_tokens"); None when the server's default did.
     max_tokens_field: str | None = None
+    # Audio parts the served recognizer turned into text for a model that cannot hear
+    # (gateway/generation/audio_parts.py); said in the usage.
+    transcribed_audio_parts: int = 0
 
     @property
     def sampling(self) -> SamplingParams:

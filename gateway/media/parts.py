@@ -45,13 +45,18 @@ class MediaCollector:
     model: str | None = None
     refusal: str | None = None
     items: list[MediaItem] = field(default_factory=list)
+    # A served recognizer can hear audio parts for a model that cannot: they are admitted, to
+    # become their transcripts (gateway/generation/audio_parts.py); `transcribing` says some were.
+    transcribes: bool = False
+    transcribing: bool = False
 
     @classmethod
-    def for_engine(cls, engine: EngineClient) -> MediaCollector:
+    def for_engine(cls, engine: EngineClient, transcribes: bool = False) -> MediaCollector:
         ready = engine.ready_info
         if ready is None or engine.state != "ready":
             return cls(capabilities=None, model=engine.model_name)
-        return cls(capabilities=[str(c) for c in ready.capabilities], model=engine.model_name)
+        capabilities = [str(c) for c in ready.capabilities]
+        return cls(capabilities=capabilities, model=engine.model_name, transcribes=transcribes)
 
     def admit(self, kind: str, path: str) -> None:
         """Refuse a `kind` part at `path` the model cannot take (400 naming `path.type`)."""
@@ -60,6 +65,9 @@ class MediaCollector:
             raise unsupported(param, self.refusal)
         if self.capabilities is None:
             raise EngineUnavailable("no model is ready to check its media support", 1.0)
+        if kind == "audio" and CAPABILITY[kind] not in self.capabilities and self.transcribes:
+            self.transcribing = True
+            return
         if CAPABILITY[kind] not in self.capabilities:
             model = f"model `{self.model}`" if self.model else "this model"
             raise APIError(

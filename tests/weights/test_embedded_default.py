@@ -193,3 +193,21 @@ def test_a_spoken_question_to_realtime_gets_a_spoken_answer_heard_as_right(embed
         model="whisper-1", file=("answer.wav", wav_file(audio), "audio/wav")
     ).text
     assert "paris" in heard.lower(), heard
+
+
+def test_a_spoken_question_in_a_chat_is_heard_and_answered_right(embedded):
+    """An `input_audio` part to the text-only default is heard by its Whisper
+    (gateway/generation/audio_parts.py) and answered as the question it asks. (Whisper tiny.en
+    hears espeak's whole-clip "What is the capital of France?" as "... capital and friends?";
+    this wording it hears as said.)"""
+    wav = wav_file(pcm24k("Which city is the capital of France?"))
+    part = {"type": "input_audio",
+            "input_audio": {"data": base64.b64encode(wav).decode(), "format": "wav"}}  # fmt: skip
+    reply = openai_client(embedded).chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": [part]}],
+        temperature=0,
+        max_tokens=30,
+    )
+    assert "Paris" in reply.choices[0].message.content
+    assert reply.usage.prompt_tokens_details.model_extra["transcribed_audio_parts"] == 1

@@ -16,6 +16,7 @@ from gateway.audio.speech.phrases import Voice
 from gateway.audio.speech.served import phrase_voice, speech_model
 from gateway.audio.speech.voice_aliases import FEMALE, OPENAI_VOICES
 from gateway.generation import lifecycle
+from gateway.generation.audio_parts import transcribe_audio_parts
 from gateway.generation.chat_body import CHAT as CHAT_FIELDS
 from gateway.generation.chat_body import read_chat
 from gateway.generation.logprobs import chat_logprobs
@@ -25,8 +26,9 @@ from gateway.http.errors import APIError, invalid, unsupported
 from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for, first_model_of
 from gateway.media.parts import MediaCollector
+from gateway.media.resolve import media_settings
 from gateway.workers.protocol import EngineClient
-from gateway.workers.served_models import CHAT, SPEECH
+from gateway.workers.served_models import CHAT, SPEECH, TRANSCRIPTION
 from protocol.inputs import ChatInputs
 from protocol.messages import Usage
 
@@ -35,10 +37,13 @@ async def chat_completions(request: Request) -> Response:
     body = await read_json(request)
     CHAT_FIELDS.check(body)  # before a model is loaded for it (the parser needs the engine)
     engine = await engine_for(request, body.get("model"), CHAT)
-    media = MediaCollector.for_engine(engine)
+    media = MediaCollector.for_engine(engine, transcribes=_can_transcribe(request, engine))
     answers = spoken_answers(request)
     req = read_chat(body, request.app.state.config.max_tokens, media, answers.transcript)
     check_model(request, req.model)
+    if media.transcribing:
+        recognizer = await _recognizer(request, engine)
+        req = await transcribe_audio_parts(req, recognizer, media_settings(request))
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     model = engine.model_name
@@ -46,6 +51,7 @@ async def chat_completions(request: Request) -> Response:
         return await _spoken(request, engine, req, response_id, created, model, body)
     if req.stream:
         chunks = ChatChunks(response_id, created, model, req.include_usage, req.n)
+        chunks.transcribed_audio_parts = req.transcribed_audio_parts
         return await lifecycle.stream(request, engine, req, chunks)
     result = await lifecycle.complete(request, engine, req)
     return JSONResponse(
@@ -55,9 +61,34 @@ async def chat_completions(request: Request) -> Response:
             "created": created,
             "model": model,
             "choices": [_choice(choice) for choice in result.choices],
-            "usage": usage_dict(result.usage),
+            "usage": usage_dict(result.usage, req.transcribed_audio_parts),
         }
     )
+
+
+def _can_transcribe(request: Request, engine: EngineClient) -> bool:
+    """Whether a served recognizer can hear audio parts: the chat model's worker has one, or
+    the models file has a transcription model."""
+    return _hears(engine) or _pool_recognizer(request) is not None
+
+
+async def _recognizer(request: Request, engine: EngineClient) -> EngineClient:
+    if _hears(engine):
+        return engine
+    return await engine_for(request, _pool_recognizer(request), TRANSCRIPTION)
+
+
+def _hears(engine: EngineClient) -> bool:
+    ready = engine.ready_info
+    return ready is not None and "transcribe" in [str(c) for c in ready.capabilities]
+
+
+def _pool_recognizer(request: Request) -> str | None:
+    """The models file's first transcription model, if it has one."""
+    pool = request.app.state.pool
+    if pool is None:
+        return None
+    return next((m.id for m in pool.served_models() if TRANSCRIPTION in m.kinds), None)
 
 
 def _choice(output: ChoiceOutput) -> dict[str, Any]:

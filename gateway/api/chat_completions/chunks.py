@@ -18,12 +18,17 @@ from gateway.http.sse import SSE_COMMENT, SSE_DONE, dumps, sse_error
 from protocol.messages import Delta, ToolCallDelta, Usage
 
 
-def usage_dict(usage: Usage) -> dict[str, Any]:
+def usage_dict(usage: Usage, transcribed_audio_parts: int = 0) -> dict[str, Any]:
+    """OpenAI's usage object; audio parts heard by the served recognizer (an extension) are
+    counted in `prompt_tokens_details.transcribed_audio_parts` when there were any."""
+    prompt_details: dict[str, Any] = {"cached_tokens": usage.cached_tokens}
+    if transcribed_audio_parts:
+        prompt_details["transcribed_audio_parts"] = transcribed_audio_parts
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "prompt_tokens_details": prompt_details,
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
 
@@ -42,6 +47,7 @@ class _Chunks:
         self._suffix = ("]" + (',"usage":null' if include_usage else "") + "}\n\n").encode()
         self._include_usage = include_usage
         self._n = n
+        self.transcribed_audio_parts = 0  # usage_dict's
 
     def _chunk(self, choice: str) -> bytes:
         return (self._prefix + choice).encode() + self._suffix
@@ -49,7 +55,7 @@ class _Chunks:
     def end(self, usage: Usage) -> bytes:
         if not self._include_usage:
             return SSE_DONE
-        tail = '],"usage":' + dumps(usage_dict(usage)) + "}\n\n"
+        tail = '],"usage":' + dumps(usage_dict(usage, self.transcribed_audio_parts)) + "}\n\n"
         return (self._prefix + tail).encode() + SSE_DONE
 
     def error(self, error: APIError) -> bytes:

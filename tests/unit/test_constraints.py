@@ -204,7 +204,16 @@ def test_a_named_tool_choice_yields_exactly_that_call(qwen3, temperature, seed):
 
 
 @pytest.mark.parametrize(
-    "family", ["hermes", "qwen3_coder", "llama3_json", "mistral", "mistral_v11", "deepseek_v3"]
+    "family",
+    [
+        "hermes",
+        "qwen3_coder",
+        "llama3_json",
+        "mistral",
+        "mistral_v11",
+        "deepseek_v3",
+        "deepseek_v32",
+    ],
 )
 def test_each_family_grammar_yields_calls_its_own_parser_reads(qwen3, family):
     configure("none", family, qwen3.tokenizer)

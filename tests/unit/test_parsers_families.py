@@ -27,6 +27,7 @@ FAMILIES = {
     "llama3_json": "llama3_json",
     "mistral": "mistral",
     "deepseek": "deepseek_v3",
+    "deepseek_v32": "deepseek_v32",
     "gemma4": "gemma4",
     "function_gemma": "function_gemma",
     "pythonic": "pythonic",

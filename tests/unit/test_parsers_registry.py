@@ -57,6 +57,21 @@ def test_a_template_without_tool_syntax_falls_back_to_mlx_lm_tool_parser_type():
     assert detected is not None and detected.name == "gemma4"
 
 
+def test_deepseek_v32_is_detected_from_mlx_lm_s_python_renderer():
+    """DeepSeek-V3.2 has no Jinja template: mlx-lm renders its chats with a Python module,
+    which the tokenizer carries; the DSML format is detected from it."""
+    from mlx_lm.chat_templates import deepseek_v32
+
+    from worker.text.features import _tokenizer_config
+
+    class Wrapped:
+        _chat_template = staticmethod(deepseek_v32.apply_chat_template)
+        init_kwargs = {}
+
+    detected = detect_tool_format("", _tokenizer_config(Wrapped()))
+    assert detected is not None and detected.name == "deepseek_v32"
+
+
 def test_a_template_without_tool_syntax_and_no_config_has_no_tool_format():
     assert detect_tool_format("{{ messages }}", {}) is None
 

@@ -239,14 +239,24 @@ def _decide(
     if tool_name in OFF:
         tools = None
     elif tool_name in (None, "auto"):
-        config = getattr(tokenizer, "init_kwargs", None)
-        tools = detect_tool_format(template, config if isinstance(config, Mapping) else None)
+        tools = detect_tool_format(template, _tokenizer_config(tokenizer))
     else:
         tools = tool_format(tool_name)
     think_ids = None
     if reasoning is not None and reasoning.start in vocab and reasoning.end in vocab:
         think_ids = (vocab[reasoning.start], vocab[reasoning.end])
     return ModelFeatures(reasoning, tools, think_ids)
+
+
+def _tokenizer_config(tokenizer: Any) -> dict[str, Any]:
+    """The tokenizer's config, with the `chat_template_type` of the Python renderer mlx-lm
+    gave it in place of a Jinja template (e.g. DeepSeek-V3.2's), when it has one."""
+    config = getattr(tokenizer, "init_kwargs", None)
+    out = dict(config) if isinstance(config, Mapping) else {}
+    module = getattr(getattr(tokenizer, "_chat_template", None), "__module__", None) or ""
+    if module.startswith("mlx_lm.chat_templates."):
+        out.setdefault("chat_template_type", module.rsplit(".", 1)[-1])
+    return out
 
 
 def _template_text(tokenizer: Any) -> str:

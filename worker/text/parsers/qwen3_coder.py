@@ -23,7 +23,8 @@ from typing import Any
 
 from worker.text.parsers.base import ToolCallEmitter
 from worker.text.parsers.families import Function, GrammarKit, ToolFormat, literal, repeat
-from worker.text.parsers.tool_base import CallBody, ToolContext, ToolParser
+from worker.text.parsers.parameter_calls import ParameterCallBody, parameter_rules
+from worker.text.parsers.tool_base import ToolContext, ToolParser
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -32,15 +33,13 @@ _PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>")
 _VALUE_ENDS = ("</parameter>", "<parameter=", "</function>")
 
 
-class Qwen3CoderBody(CallBody):
+class Qwen3CoderBody(ParameterCallBody):
     end_marker = END
 
     def __init__(self, emitter: ToolCallEmitter, context: ToolContext, marker: str) -> None:
         super().__init__(emitter, context, marker)
         self._state = "function"
-        self._properties: Mapping[str, Any] = {}
         self._parameter: str | None = None
-        self._count = 0
 
     def _step(self) -> bool | str | None:
         if self._state == "function":
@@ -56,46 +55,23 @@ class Qwen3CoderBody(CallBody):
             self.failed = True
         return "end"
 
-    def _header(self, pattern: re.Pattern[str], prefix: str) -> re.Match[str] | bool | None:
-        """The tag's match; None while it may still come; False when something else is there."""
-        match = pattern.match(self.buf)
-        if match is not None:
-            return match
-        stripped = self.buf.lstrip()
-        if prefix.startswith(stripped) or (
-            stripped.startswith(prefix) and ">" not in stripped and "\n" not in stripped
-        ):
-            return None
-        return False
-
     def _function(self) -> bool | None:
-        match = self._header(_FUNCTION, "<function=")
+        match = self._tag(_FUNCTION, "<function=")
         if not isinstance(match, re.Match):
             self.failed = match is False
             return None
-        name = match.group(1).strip()
         self.buf = self.buf[match.end() :]
-        schema = self.context.functions.get(name) or {}
-        self._properties = schema.get("properties") or {}
-        self.begun = True
-        self.emitter.begin(name)
-        self.emitter.args("{")
-        self._state = "parameters"
+        self._open_call(match.group(1).strip())
         return True
 
     def _parameters(self) -> bool | None:
-        match = self._header(_PARAMETER, "<parameter=")
+        match = self._tag(_PARAMETER, "<parameter=")
         if isinstance(match, re.Match):
             self._parameter = match.group(1).strip()
             self.buf = self.buf[match.end() :]
             self._state = "value"
             return True
-        taken = self._take_prefix("</function>")
-        if taken is None or (taken is False and match is None):
-            return None
-        self._close_function()
-        self.failed = not taken
-        return True
+        return self._close_tag("</function>", waiting=match is None)
 
     def _value(self) -> bool | None:
         ends = [(self.buf.find(end), end) for end in _VALUE_ENDS]
@@ -103,42 +79,22 @@ class Qwen3CoderBody(CallBody):
         if not found:
             return None
         index, end = min(found)
-        self._emit_parameter(self.buf[:index])
+        self._value_done(self.buf[:index])
         # `</parameter>` is consumed; a missing one (next parameter, end of function) is not.
         self.buf = self.buf[index + len(end) :] if end == "</parameter>" else self.buf[index:]
         self._state = "parameters"
         return True
 
-    def _emit_parameter(self, value: str) -> None:
+    def _value_done(self, raw: str) -> None:
         assert self._parameter is not None
-        if value.startswith("\n"):
-            value = value[1:]
-        if value.endswith("\n"):
-            value = value[:-1]
-        converted = convert_value(value, self._properties.get(self._parameter))
-        separator = ", " if self._count else ""
-        self._count += 1
-        self.emitter.args(
-            f"{separator}{json.dumps(self._parameter, ensure_ascii=False)}: "
-            f"{json.dumps(converted, ensure_ascii=False)}"
-        )
-
-    def _close_function(self) -> None:
-        self.emitter.args("}")
-        self.emitter.end()
-        self._state = "close"
-
-    def finish(self) -> None:
-        if self._state == "value":
-            self._emit_parameter(self.buf)
-            self._state = "parameters"
-        if self._state == "parameters":
-            self._close_function()
+        value = raw[1:] if raw.startswith("\n") else raw
+        value = value[:-1] if value.endswith("\n") else value
+        self._emit(self._parameter, convert_value(value, self._properties.get(self._parameter)))
 
 
 def convert_value(value: str, schema: Mapping[str, Any] | None) -> Any:
     """A raw parameter value -> its JSON value, by the parameter's declared type."""
-    kind = _type_of(schema)
+    kind = declared_type(schema)
     if kind == "string":
         return value
     if value.strip().lower() == "null":
@@ -171,7 +127,7 @@ def convert_value(value: str, schema: Mapping[str, Any] | None) -> Any:
     return decoded
 
 
-def _type_of(schema: Mapping[str, Any] | None) -> str | None:
+def declared_type(schema: Mapping[str, Any] | None) -> str | None:
     if not isinstance(schema, Mapping):
         return None
     kind = schema.get("type")
@@ -199,17 +155,14 @@ def grammar(functions: Sequence[Function], parallel: bool, kit: GrammarKit) -> s
         f"start: {repeat('call', nl, parallel)}",
         "call: " + " | ".join(f"call_{i}" for i in range(len(functions))),
     ]
+    closing = literal("\n</parameter>\n")
+
+    def parameter(param: str, schema: Any) -> str:
+        return f"{literal(f'<parameter={param}>' + chr(10))} {value_grammar(schema, kit)} {closing}"
+
     for i, (name, parameters) in enumerate(functions):
-        properties = (parameters or {}).get("properties") or {}
-        required = set((parameters or {}).get("required") or ())
-        items = []
-        for j, (param, schema) in enumerate(properties.items()):
-            value = _value_grammar(schema, kit)
-            opening = literal(f"<parameter={param}>\n")
-            rules.append(
-                f"p_{i}_{j}: {opening} {value} {literal(chr(10) + '</parameter>' + chr(10))}"
-            )
-            items.append(f"p_{i}_{j}" if param in required else f"p_{i}_{j}?")
+        declared, items = parameter_rules(i, parameters, parameter)
+        rules += declared
         head = literal(f"<function={name}>\n")
         tail = literal("</function>\n")
         body = " ".join([head, *items, tail])
@@ -217,9 +170,9 @@ def grammar(functions: Sequence[Function], parallel: bool, kit: GrammarKit) -> s
     return "\n".join(rules)
 
 
-def _value_grammar(schema: Any, kit: GrammarKit) -> str:
+def value_grammar(schema: Any, kit: GrammarKit) -> str:
     schema = schema if isinstance(schema, Mapping) else {}
-    if _type_of(schema) != "string":
+    if declared_type(schema) != "string":
         return kit.json(schema or {})
     options = schema.get("enum") or ([schema["const"]] if "const" in schema else None)
     if options:

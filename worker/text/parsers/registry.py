@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from worker.text.parsers import deepseek, hermes, llama3_json, mistral, mlx_lm_families, qwen3_coder
+from worker.text.parsers import (
+    deepseek,
+    deepseek_dsml,
+    hermes,
+    llama3_json,
+    mistral,
+    mlx_lm_families,
+    qwen3_coder,
+)
 from worker.text.parsers.families import ToolFormat
 from worker.text.parsers.reasoning import FORMATS as REASONING_FORMATS
 from worker.text.parsers.reasoning import ReasoningFormat
@@ -26,6 +34,7 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
         mistral.FORMAT_ARGS,
         deepseek.FORMAT_V3,
         deepseek.FORMAT_V31,
+        deepseek_dsml.FORMAT,
     )
 }
 ALIASES = {
@@ -38,7 +47,9 @@ ALIASES = {
     "deepseek": "deepseek_v3",
     "deepseek_r1": "deepseek_v3",
     "deepseek_v3_1": "deepseek_v31",
+    "deepseek_v3_2": "deepseek_v32",
 }
+DSML_MARK = deepseek_dsml.DSML
 # Names that switch parsing off.
 OFF = ("none", "off")
 
@@ -70,6 +81,11 @@ def detect_tool_format(
 ) -> ToolFormat | None:
     """The checkpoint's tool-call format from its template, else from mlx-lm's config entry."""
     template = chat_template or ""
+    if (
+        DSML_MARK in template
+        or (tokenizer_config or {}).get("chat_template_type") == "deepseek_v32"
+    ):
+        return TOOL_FORMATS["deepseek_v32"]
     if "<tool_call>" in template and "<function=" in template:
         return TOOL_FORMATS["qwen3_coder"]
     if "[TOOL_CALLS]" in template:

@@ -4,7 +4,7 @@ Worker messages are `{"role": "system" | "user" | "assistant" | "tool", "content
 on assistant turns, `tool_calls` (OpenAI's shape, arguments as JSON text) and
 `reasoning_content` (earlier thinking), and on tool turns `tool_call_id` (and `name`).
 `developer` becomes `system`; text parts are joined with newlines, as vLLM does. In user
-messages, `image_url` and `input_audio` parts make the content the worker contract's list of
+messages, `image_url`, `input_audio` and (vLLM's) `audio_url` parts make the content the worker contract's list of
 parts (text / image / audio, in order; gateway/media/parts.py), if the model accepts them;
 files, video and audio output parts are a 400 naming the part. An assistant message's
 `audio: {"id"}` (an earlier spoken answer of this server) stands for that answer's transcript.
@@ -17,7 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field, unsupported
-from gateway.media.parts import MediaCollector, joined_or_parts, openai_audio, openai_image
+from gateway.media.parts import (
+    MediaCollector,
+    joined_or_parts,
+    openai_audio,
+    openai_audio_url,
+    openai_image,
+)
 
 _ROLES = {
     "system": "system",
@@ -27,7 +33,11 @@ _ROLES = {
     "tool": "tool",
 }
 _UNSUPPORTED_PARTS = {"file", "audio", "video_url", "refusal"}
-_MEDIA_PARTS = {"image_url": openai_image, "input_audio": openai_audio}
+_MEDIA_PARTS = {
+    "image_url": openai_image,
+    "input_audio": openai_audio,
+    "audio_url": openai_audio_url,
+}
 _COMMON_KEYS = {"role", "content", "name"}
 _ASSISTANT_KEYS = {"tool_calls", "reasoning_content", "reasoning", "audio"}
 # Assistant-message fields accepted only when empty: they carry legacy calls or refusals.

@@ -116,6 +116,21 @@ def openai_image(part: dict, path: str, media: MediaCollector) -> dict[str, str]
     return media.add(MediaItem("image", f"{path}.image_url.url", url=url))
 
 
+def openai_audio_url(part: dict, path: str, media: MediaCollector) -> dict[str, str]:
+    """`{"type": "audio_url", "audio_url": {"url": ...}}` (vLLM's; or a bare URL string): a data
+    URL, or an http(s) URL fetched under the same rules as images; wav or mp3, told by its bytes."""
+    media.admit("audio", path)
+    _keys(part, ("type", "audio_url"), path)
+    audio = part.get("audio_url")
+    if isinstance(audio, str):
+        audio = {"url": audio}
+    if not isinstance(audio, dict):
+        raise invalid(f"{path}.audio_url", f"`{path}.audio_url` must be an object with a `url`")
+    _keys(audio, ("url",), f"{path}.audio_url")
+    url = _string(audio, "url", f"{path}.audio_url")
+    return media.add(MediaItem("audio", f"{path}.audio_url.url", url=url))
+
+
 def openai_audio(part: dict, path: str, media: MediaCollector) -> dict[str, str]:
     """`{"type": "input_audio", "input_audio": {"data": base64, "format": "wav" | "mp3"}}`."""
     media.admit("audio", path)

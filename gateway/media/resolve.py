@@ -13,13 +13,13 @@ from typing import Any
 
 from gateway.http.errors import APIError
 from gateway.media.addresses import AddressPolicy, address_problem
-from gateway.media.audio import check_audio
+from gateway.media.audio import AUDIO_FORMATS, check_audio, sniff_audio_format
 from gateway.media.fetch import FetchLimits, fetch
 from gateway.media.images import check_image
 from gateway.media.inline import decode_base64, parse_data_url
 from gateway.media.local import read_local
 from gateway.media.parts import MediaItem
-from gateway.media.problems import REFUSED_ADDRESS, MediaRejected
+from gateway.media.problems import INVALID, REFUSED_ADDRESS, MediaRejected
 
 MEDIA_KEYS = {"image": "images", "audio": "audios"}
 
@@ -82,20 +82,22 @@ async def resolve_media(
 
 
 async def _resolve(item: MediaItem, settings: MediaSettings) -> bytes:
+    data = await _bytes(item, settings)
     if item.kind == "audio":
-        data = await asyncio.to_thread(
-            decode_base64, item.data or "", settings.max_bytes, "the audio"
-        )
-        check_audio(data, item.format or "")
+        fmt = item.format or sniff_audio_format(data)
+        if fmt is None:
+            raise MediaRejected(f"the audio is none of {list(AUDIO_FORMATS)}", INVALID)
+        check_audio(data, fmt)
         return data
-    data = await _image_bytes(item, settings)
     await asyncio.to_thread(check_image, data, settings.max_image_pixels)
     return data
 
 
-async def _image_bytes(item: MediaItem, settings: MediaSettings) -> bytes:
+async def _bytes(item: MediaItem, settings: MediaSettings) -> bytes:
+    """The item's bytes: inline base64, a data URL, a fetched URL, or a permitted local file."""
     if item.data is not None:
-        return await asyncio.to_thread(decode_base64, item.data, settings.max_bytes, "the image")
+        what = f"the {item.kind}"
+        return await asyncio.to_thread(decode_base64, item.data, settings.max_bytes, what)
     url = item.url or ""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "data":

@@ -19,7 +19,7 @@ _MEDIA_PART = {
     "type": "object",
     "required": ["type"],
     "properties": {
-        "type": {"enum": ["image_url", "input_audio"]},
+        "type": {"enum": ["image_url", "input_audio", "audio_url"]},
         "image_url": {
             "type": "object",
             "properties": {"url": {"type": "string"}, "detail": {"type": "string"}},
@@ -28,6 +28,7 @@ _MEDIA_PART = {
             "type": "object",
             "properties": {"data": {"type": "string"}, "format": {"type": "string"}},
         },
+        "audio_url": {"type": "object", "properties": {"url": {"type": "string"}}},
     },
 }
 _TOOL_CALL = {

@@ -73,3 +73,33 @@ def test_without_a_recognizer_an_audio_part_is_still_refused(default_server, qwe
                        headers=default_server.headers, timeout=120)  # fmt: skip
     assert reply.status_code == 400
     assert reply.json()["error"]["param"] == "messages[0].content[1].type"
+
+
+def test_an_audio_url_part_is_heard_as_the_same_audio_inline(full_server, qwen3_path, wav):
+    """vLLM's `audio_url` part (here a data URL; http(s) URLs are fetched under the image
+    rules) is the same audio as an `input_audio` part: the same answer."""
+    url = "data:audio/wav;base64," + base64.b64encode(wav).decode()
+    by_url = [{"role": "user", "content": [{"type": "text", "text": "Answer this:"},
+                                           {"type": "audio_url", "audio_url": {"url": url}}]}]  # fmt: skip
+    heard = _chat(full_server, qwen3_path, by_url)
+    inline = _chat(full_server, qwen3_path, _messages(wav))
+    assert heard.choices[0].message.content == inline.choices[0].message.content
+    assert heard.usage.prompt_tokens_details.model_extra["transcribed_audio_parts"] == 1
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("data:audio/wav;base64," + base64.b64encode(b"not audio").decode(), "is none of"),
+        ("http://127.0.0.1:9/a.wav", "only public addresses are fetched"),
+    ],
+)
+def test_an_audio_url_that_is_not_audio_or_not_public_is_a_400(full_server, qwen3_path, url, says):
+    part = {"type": "audio_url", "audio_url": {"url": url}}
+    body = {"model": model_name(qwen3_path), "max_tokens": 4,
+            "messages": [{"role": "user", "content": [part]}]}  # fmt: skip
+    reply = httpx.post(f"{full_server.url}/v1/chat/completions", json=body,
+                       headers=full_server.headers, timeout=120)  # fmt: skip
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert says in error["message"] and error["param"] == "messages[0].content[0].audio_url.url"

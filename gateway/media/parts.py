@@ -96,17 +96,23 @@ def _string(value: dict, key: str, path: str) -> str:
     return text
 
 
+def _url_object(part: dict, key: str, path: str, allowed: tuple[str, ...]) -> dict:
+    """The part's `{key: {"url", ...}}` object (a bare URL string stands for `{"url": ...}`)."""
+    value = part.get(key)
+    if isinstance(value, str):
+        value = {"url": value}
+    if not isinstance(value, dict):
+        raise invalid(f"{path}.{key}", f"`{path}.{key}` must be an object with a `url`")
+    _keys(value, allowed, f"{path}.{key}")
+    return value
+
+
 def openai_image(part: dict, path: str, media: MediaCollector) -> dict[str, str]:
     """`{"type": "image_url", "image_url": {"url": ..., "detail": ...}}` (or a bare URL string).
     `detail` is accepted and validated; the model's own processor sets the resolution."""
     media.admit("image", path)
     _keys(part, ("type", "image_url"), path)
-    image = part.get("image_url")
-    if isinstance(image, str):
-        image = {"url": image}
-    if not isinstance(image, dict):
-        raise invalid(f"{path}.image_url", f"`{path}.image_url` must be an object with a `url`")
-    _keys(image, ("url", "detail"), f"{path}.image_url")
+    image = _url_object(part, "image_url", path, ("url", "detail"))
     detail = image.get("detail")
     if detail is not None and detail not in DETAILS:
         raise invalid(
@@ -121,12 +127,7 @@ def openai_audio_url(part: dict, path: str, media: MediaCollector) -> dict[str, 
     URL, or an http(s) URL fetched under the same rules as images; wav or mp3, told by its bytes."""
     media.admit("audio", path)
     _keys(part, ("type", "audio_url"), path)
-    audio = part.get("audio_url")
-    if isinstance(audio, str):
-        audio = {"url": audio}
-    if not isinstance(audio, dict):
-        raise invalid(f"{path}.audio_url", f"`{path}.audio_url` must be an object with a `url`")
-    _keys(audio, ("url",), f"{path}.audio_url")
+    audio = _url_object(part, "audio_url", path, ("url",))
     url = _string(audio, "url", f"{path}.audio_url")
     return media.add(MediaItem("audio", f"{path}.audio_url.url", url=url))
 

@@ -33,7 +33,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 13
+PROTOCOL_VERSION = 14
 
 
 class Tag(IntEnum):
@@ -90,6 +90,9 @@ class Submit(WireStruct, tag=int(Tag.SUBMIT)):
     # The id of the HTTP request it serves (x-request-id; shared by the n choices of one
     # request), named in the worker's log lines about it. request_id stays unique.
     http_request_id: str | None = None
+    # time.time() after which the worker ends it as max_tokens would: finish "length", with
+    # what it generated (a request's own `timeout`; `deadline` is an error instead).
+    time_limit: float | None = None
 
     @property
     def op(self) -> str:

@@ -293,4 +293,5 @@ def read_chat(
         max_tokens_field=(
             "max_completion_tokens" if max_completion else "max_tokens" if max_tokens else None
         ),
+        time_limit=f.time_limit(body),
     )

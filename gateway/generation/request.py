@@ -43,6 +43,9 @@ class GenerationRequest:
     # Audio parts the served recognizer turned into text for a model that cannot hear
     # (gateway/generation/audio_parts.py); said in the usage.
     transcribed_audio_parts: int = 0
+    # The request's own `timeout` as a time.time() moment (None: none); its route sets it for
+    # the request's Submits (gateway/request_context.TIME_LIMIT).
+    time_limit: float | None = None
 
     @property
     def sampling(self) -> SamplingParams:

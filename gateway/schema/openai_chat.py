@@ -111,6 +111,8 @@ STOP = {
 
 # The sampling fields the OpenAI-style APIs honour through SamplingParams (f.sampling_params
 # reads them).
+MAX_TIMEOUT = 86400.0  # seconds: a request's own `timeout` at most
+
 SAMPLING: dict[str, Field] = {
     "temperature": s.number("0 is greedy.", 0, 2),
     "top_p": s.number("Nucleus sampling.", 0, 1, lo_open=True),
@@ -129,6 +131,13 @@ SAMPLING: dict[str, Field] = {
     "top_k": s.integer("Extension: sample from the k likeliest tokens (-1 or 0: off).", -1),
     "min_p": s.number("Extension: drop tokens below min_p times the likeliest.", 0, 1),
     "repetition_penalty": s.number("Extension: > 1 discourages repeats.", 0, None, lo_open=True),
+    "timeout": s.number(
+        "Extension: seconds the request may take; then it ends as max_tokens would "
+        "(finish_reason length, with what it generated).",
+        0,
+        MAX_TIMEOUT,
+        lo_open=True,
+    ),
 }
 
 STREAM_OPTIONS = s.obj(

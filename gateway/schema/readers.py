@@ -8,6 +8,7 @@ naming the field. JSON booleans are not numbers here, although Python's bool is 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field
@@ -159,6 +160,12 @@ def sampling_params(body: dict, max_tokens: int) -> SamplingParams:
         logit_bias=logit_bias(body),
         stop=stop_sequences(body),
     )
+
+
+def time_limit(body: dict) -> float | None:
+    """The moment (time.time()) a request's `timeout` seconds end; None without one."""
+    seconds = plain_number(body, "timeout")
+    return time.time() + seconds if seconds is not None else None
 
 
 def stream_flags(body: dict) -> tuple[bool, bool]:

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from gateway.config import ServerConfig
-from gateway.request_context import REQUEST_ID
+from gateway.request_context import REQUEST_ID, TIME_LIMIT
 from gateway.workers.admission import Admission
 from gateway.workers.errors import EngineUnavailable, QueueFull, SwapFailed, WorkerRejected
 from gateway.workers.observer import EngineObserver
@@ -238,6 +238,7 @@ class WorkerEngineClient:
         carries the HTTP request's id (x-request-id), which the worker's log lines name."""
         submit = Submit(request_id or uuid.uuid4().hex, inputs, stream)
         submit.http_request_id = REQUEST_ID.get()
+        submit.time_limit = TIME_LIMIT.get()
         return RequestContext(self, submit)
 
     async def _open_request(self, submit: Submit) -> RequestStream:

@@ -87,9 +87,11 @@ _INPUTS = {
 }
 
 
-def submit(request_id, max_tokens: int = 3, deadline=None, op="complete", bad=False) -> Submit:
+def submit(
+    request_id, max_tokens: int = 3, deadline=None, op="complete", bad=False, time_limit=None
+) -> Submit:
     PLANNED[request_id] = (max_tokens, bad)
-    return Submit(request_id, _INPUTS[op](max_tokens), True, deadline)
+    return Submit(request_id, _INPUTS[op](max_tokens), True, deadline, time_limit=time_limit)
 
 
 class StepTimer:

@@ -61,7 +61,7 @@ from protocol.ready import (
 
 # Changing any of these is a protocol change: bump PROTOCOL_VERSION with it.
 PINNED_FIELDS = {
-    Submit: ("request_id", "inputs", "stream", "deadline", "http_request_id"),
+    Submit: ("request_id", "inputs", "stream", "deadline", "http_request_id", "time_limit"),
     Abort: ("request_ids",),
     ControlCall: ("call_id", "method", "chat", "tokenize", "detokenize"),
     TokenizeArgs: (
@@ -163,7 +163,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 13
+    assert PROTOCOL_VERSION == 14
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -212,6 +212,7 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
         True,
         None,
         "req_1",
+        None,
     ]
 
 

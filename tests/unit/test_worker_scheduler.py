@@ -6,6 +6,8 @@ Submits of the wrong field types never reach it: they do not decode (tests/unit/
 
 from __future__ import annotations
 
+import pytest
+
 from protocol.messages import ControlReply, ErrorCode, FinishReason, Usage
 from tests.support.scheduler_fakes import FakeEngine, Harness, by_id, submit
 from worker.runtime.handoff import ShutdownRequest
@@ -131,15 +133,22 @@ def test_a_request_its_engine_loses_on_abort_still_gets_its_terminal_delta():
     assert delta.usage == Usage(0, 0)
 
 
-def test_a_passed_deadline_ends_the_request_with_a_deadline_error_and_usage():
+@pytest.mark.parametrize(
+    "limit, finish, error",
+    [
+        ("deadline", FinishReason.ERROR, ErrorCode.DEADLINE),  # the server's: an error
+        ("time_limit", FinishReason.LENGTH, None),  # a request's own `timeout`: as max_tokens
+    ],
+)
+def test_a_passed_deadline_or_time_limit_ends_the_request_with_its_usage(limit, finish, error):
     h = Harness(now=1000.0)
-    h.put(submit("r1", max_tokens=10, deadline=1001.0))
+    h.put(submit("r1", max_tokens=10, **{limit: 1001.0}))
     h.step()
     h.step()
     h.now = 1002.0
     [delta] = h.step()
-    assert delta.finish_reason == FinishReason.ERROR
-    assert delta.error.code == ErrorCode.DEADLINE
+    assert delta.finish_reason == finish
+    assert (delta.error.code if delta.error else None) == error
     assert delta.usage == Usage(3, 1)
     assert h.stats.snapshot().requests_aborted == 0
 
@@ -151,6 +160,16 @@ def test_a_waiting_request_past_its_deadline_ends_without_starting():
     h.now = 1002.0
     deltas = by_id(h.step())
     assert deltas["r2"].error.code == ErrorCode.DEADLINE
+    assert "r2" not in h.engine.active
+
+
+def test_a_waiting_request_past_its_time_limit_ends_with_length_without_starting():
+    h = Harness(max_num_seqs=1, now=1000.0)
+    h.put(submit("r1", max_tokens=10), submit("r2", time_limit=1001.0, deadline=1005.0))
+    h.step()
+    h.now = 1002.0
+    deltas = by_id(h.step())
+    assert (deltas["r2"].finish_reason, deltas["r2"].error) == (FinishReason.LENGTH, None)
     assert "r2" not in h.engine.active
 
 

@@ -187,21 +187,29 @@ class Scheduler:
             deltas.append(delta)
 
     def _expire(self, deltas: list[Delta], given: list[str] | None) -> None:
-        """Ends the requests whose deadline passed: by the clock, or the `given` ids."""
+        """Ends the requests whose deadline or time limit passed: by the clock, or the `given`
+        ids. A deadline is an error; a time limit ends it as max_tokens would ("length")."""
+        now = self._clock()
         if given is None:
-            now = self._clock()
             late = {s.request_id for s in self._waiting if _expired(s, now)}
             late |= {i for i, a in self._active.items() if _expired(a.submit, now)}
         else:
             late = set(given)
         for submit in [s for s in self._waiting if s.request_id in late]:
             self._waiting.remove(submit)
-            deltas.append(_terminal(submit.request_id, FinishReason.ERROR, _DEADLINE_ERROR))
+            if _past(submit.deadline, now):
+                deltas.append(_terminal(submit.request_id, FinishReason.ERROR, _DEADLINE_ERROR))
+            else:
+                deltas.append(_terminal(submit.request_id, FinishReason.LENGTH))
         expired = [i for i in self._active if i in late]
+        past_deadline = {i for i in expired if _past(self._active[i].submit.deadline, now)}
         for delta in self._end_active(expired):
             # The engine ended it as an abort; the client is told why.
-            delta.finish_reason = FinishReason.ERROR
-            delta.error = _DEADLINE_ERROR
+            if delta.request_id in past_deadline:
+                delta.finish_reason = FinishReason.ERROR
+                delta.error = _DEADLINE_ERROR
+            else:
+                delta.finish_reason = FinishReason.LENGTH
             deltas.append(delta)
 
     def _end_active(self, request_ids: list[str]) -> list[Delta]:
@@ -323,7 +331,11 @@ def engine_failed(engine: Engine, request_ids: list[str], exc: Exception) -> lis
 
 
 def _expired(submit: Submit, now: float) -> bool:
-    return submit.deadline is not None and now > submit.deadline
+    return _past(submit.deadline, now) or _past(submit.time_limit, now)
+
+
+def _past(moment: float | None, now: float) -> bool:
+    return moment is not None and now > moment
 
 
 def _terminal(

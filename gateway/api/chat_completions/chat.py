@@ -27,6 +27,7 @@ from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for, first_model_of
 from gateway.media.parts import MediaCollector
 from gateway.media.resolve import media_settings
+from gateway.request_context import TIME_LIMIT
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import CHAT, SPEECH, TRANSCRIPTION
 from protocol.inputs import ChatInputs
@@ -41,6 +42,7 @@ async def chat_completions(request: Request) -> Response:
     answers = spoken_answers(request)
     req = read_chat(body, request.app.state.config.max_tokens, media, answers.transcript)
     check_model(request, req.model)
+    TIME_LIMIT.set(req.time_limit)  # this request's task: every Submit it makes carries it
     if media.transcribing:
         recognizer = await _recognizer(request, engine)
         req = await transcribe_audio_parts(req, recognizer, media_settings(request))

@@ -16,6 +16,7 @@ from gateway.generation.logprobs import completion_logprobs
 from gateway.generation.output import ChoiceOutput
 from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for
+from gateway.request_context import TIME_LIMIT
 from gateway.workers.served_models import CHAT
 
 
@@ -23,6 +24,7 @@ async def completions(request: Request) -> Response:
     body = await read_json(request)
     req = parse_completion(body, request.app.state.config.max_tokens)
     check_model(request, req.model)
+    TIME_LIMIT.set(req.time_limit)  # this request's task: every Submit it makes carries it
     engine = await engine_for(request, req.model, CHAT)
     response_id = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())

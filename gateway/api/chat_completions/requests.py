@@ -53,6 +53,7 @@ def parse_completion(body: dict, default_max_tokens: int) -> GenerationRequest:
         n=n,
         echo=echo,
         max_tokens_field="max_tokens" if max_tokens else None,
+        time_limit=f.time_limit(body),
     )
 
 

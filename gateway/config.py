@@ -64,7 +64,7 @@ class ServerConfig:
     # speculation can run (measured: docs/benchmarks.md, "Speculative decoding").
     speculative: str = "auto"
     prompt_lookup_min: int = 2  # the n-gram sizes prompt lookup matches, longest first
-    prompt_lookup_max: int = 3
+    prompt_lookup_max: int = 8
     kv_bits: int | None = None  # quantized KV cache
     kv_group_size: int = 64
     quantized_kv_start: int = 5000

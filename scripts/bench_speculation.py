@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -99,7 +100,13 @@ async def run_task(side: ServerSide, task: str, streams: int, max_tokens: int) -
 
 
 def make_side(
-    name: str, checkpoint: str, port: int, log_dir: Path, streams: int, draft_tokens: int | None
+    name: str,
+    checkpoint: str,
+    port: int,
+    log_dir: Path,
+    streams: int,
+    draft_tokens: int | None,
+    ours_args: str = "",
 ) -> ServerSide:
     if name == "mlx_lm.server":
         return mlx_lm_server(checkpoint, port, log_dir)
@@ -107,6 +114,7 @@ def make_side(
     side.command += ["--speculative", name]
     if draft_tokens is not None and name != "none":
         side.command += ["--num-draft-tokens", str(draft_tokens)]
+    side.command += shlex.split(ours_args)
     side.name = f"ours --speculative {name}"
     side.log_path = log_dir / f"ours-{name}.log"
     return side
@@ -120,6 +128,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--streams", default="1,8", help="comma-separated stream counts")
     parser.add_argument("--max-tokens", type=int, default=600)
     parser.add_argument("--num-draft-tokens", type=int, help="ours: proposals per step")
+    parser.add_argument("--ours-args", default="", help="more `serve` flags for our sides")
     parser.add_argument("--json", help="write the results here")
     return parser.parse_args()
 
@@ -134,7 +143,13 @@ def main() -> None:
     for name in sides:
         port = free_port()
         side = make_side(
-            name, args.checkpoint, port, log_dir, max(stream_counts), args.num_draft_tokens
+            name,
+            args.checkpoint,
+            port,
+            log_dir,
+            max(stream_counts),
+            args.num_draft_tokens,
+            args.ours_args,
         )
         side.start(side_env("openblas"), port)
         try:

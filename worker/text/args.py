@@ -48,7 +48,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto | ngram | draft | none: speculative decoding (worker/text/speculation/)",
     )
     add("--prompt-lookup-min", type=int, default=2, help="ngram: shortest n-gram matched")
-    add("--prompt-lookup-max", type=int, default=3, help="ngram: longest n-gram matched")
+    add("--prompt-lookup-max", type=int, default=8, help="ngram: longest n-gram matched")
     add("--kv-bits", type=int, choices=KV_BITS, help="quantize the KV cache to these bits")
     add("--kv-group-size", type=int, default=64, choices=(32, 64, 128))
     add("--quantized-kv-start", type=int, default=5000, help="quantize the KV cache after it")

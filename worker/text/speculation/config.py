@@ -31,7 +31,7 @@ class Speculation:
     method: str = "none"
     num_draft_tokens: int = 3
     lookup_min: int = 2
-    lookup_max: int = 3
+    lookup_max: int = 8
 
     @property
     def enabled(self) -> bool:
@@ -66,7 +66,7 @@ def resolve(
     cache_problem: str | None,
     num_draft_tokens: int | None,
     lookup_min: int = 2,
-    lookup_max: int = 3,
+    lookup_max: int = 8,
 ) -> Speculation:
     """The speculation to run for `--speculative asked` (SpeculationError when it cannot).
 

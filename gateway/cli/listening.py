@@ -15,6 +15,7 @@ the first 8 hex digits of its SHA-256 (`printf %s KEY | sha256sum | cut -c1-8`).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,6 @@ def unix_socket(options: dict[str, Any]) -> str | None:
 
 
 def _is_socket(path: str) -> bool:
-    import stat
-
     return stat.S_ISSOCK(os.stat(path).st_mode)
 
 

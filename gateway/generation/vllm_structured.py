@@ -36,7 +36,8 @@ _GUIDED = {f"guided_{kind}": kind for kind in ("json", "regex", "choice", "gramm
 
 
 def _check(body: dict, name: str) -> None:
-    constraints(body)
+    """The field table's check of one field: its own constraints read (400 when malformed)."""
+    _field_constraints(body, name)
 
 
 # The fields, for the chat and completions tables (and /openapi.json).
@@ -59,23 +60,27 @@ FIELDS: dict[str, Field] = {
 def constraints(body: dict) -> list[tuple[str, Constraint]]:
     """Every constraint the body's vLLM fields ask for, with the field that gave it (a 400
     naming a malformed one)."""
-    found: list[tuple[str, Constraint]] = []
-    spec = body.get("structured_outputs")
-    if spec is not None:
-        if not isinstance(spec, dict):
-            raise invalid("structured_outputs", "`structured_outputs` must be an object")
-        for key in spec:
-            if key not in _KINDS:
-                raise unknown_field(f"structured_outputs.{key}")
-        for kind in _KINDS:
-            value = spec.get(kind)
-            if value is not None and value is not False:
-                path = f"structured_outputs.{kind}"
-                found.append((path, _constraint(kind, value, path)))
-    for name, kind in _GUIDED.items():
-        if body.get(name) is not None:
-            found.append((name, _constraint(kind, body[name], name)))
-    return found
+    return [
+        found
+        for name in ("structured_outputs", *_GUIDED)
+        for found in _field_constraints(body, name)
+    ]
+
+
+def _field_constraints(body: dict, name: str) -> list[tuple[str, Constraint]]:
+    """The constraints field `name` of the body asks for (none when it is absent)."""
+    value = body.get(name)
+    if value is None:
+        return []
+    if name in _GUIDED:
+        return [(name, _constraint(_GUIDED[name], value, name))]
+    if not isinstance(value, dict):
+        raise invalid(name, f"`{name}` must be an object")
+    for key in value:
+        if key not in _KINDS:
+            raise unknown_field(f"{name}.{key}")
+    kinds = [kind for kind in _KINDS if value.get(kind) not in (None, False)]
+    return [(f"{name}.{kind}", _constraint(kind, value[kind], f"{name}.{kind}")) for kind in kinds]
 
 
 def vllm_constraint(body: dict, response_format: Constraint | None) -> Constraint | None:

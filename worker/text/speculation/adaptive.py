@@ -101,8 +101,8 @@ class BatchGate:
         self._rates: dict[tuple[int, bool], float] = {}
         self._steps: dict[int, int] = {}  # steps of a batch size, for the exploration turns
         self._started = 0.0
-        self._open: tuple[float, int, bool, bool] | None = None  # start, size, verified, timed
-        self._open_tokens = 0
+        # The step in flight: its start, size, way, whether it is timed, the tokens it returned
+        self._open: tuple[float, int, bool, bool, int] | None = None
         self._last: tuple[int, bool] | None = None  # the previous step's size and way
 
     def allows(self, size: int) -> bool:
@@ -127,8 +127,7 @@ class BatchGate:
         """What the step that just started did: whether it verified, the tokens it returned."""
         timed = self._last == (size, verified)  # else it finishes another step's pass
         self._last = (size, verified)
-        self._open = (self._started, size, verified, timed)
-        self._open_tokens = tokens
+        self._open = (self._started, size, verified, timed, tokens)
 
     def rate(self, size: int, verified: bool) -> float | None:
         """The tokens/s of that way at that batch size so far (None: not timed yet)."""
@@ -137,12 +136,12 @@ class BatchGate:
     def _close(self, size: int) -> None:
         if self._open is None:
             return
-        started, open_size, verified, timed = self._open
+        started, open_size, verified, timed, tokens = self._open
         self._open = None
         elapsed = self._started - started
         if not timed or open_size != size or open_size <= 1 or elapsed <= 0:
             return
-        rate = self._open_tokens / elapsed
+        rate = tokens / elapsed
         key = (open_size, verified)
         old = self._rates.get(key)
         self._rates[key] = rate if old is None else old + RATE_SMOOTHING * (rate - old)

@@ -66,7 +66,7 @@ def anthropic_turn(client: httpx.Client, body: dict) -> dict:
     """One streamed `/v1/messages` request: TTFT (the first content delta or tool_use block),
     its prompt tokens and those read from the cache (message_start's usage)."""
     start = time.perf_counter()
-    ttft, usage = None, {}
+    ttft, usage, text = None, {}, []
     headers = {"anthropic-version": "2023-06-01"}
     with client.stream("POST", "/v1/messages", json=body, headers=headers) as response:
         if response.status_code != 200:
@@ -76,6 +76,8 @@ def anthropic_turn(client: httpx.Client, body: dict) -> dict:
                 continue
             event = json.loads(line[6:])
             kind = event.get("type")
+            delta = event.get("delta") or {}
+            text.append(delta.get("text") or delta.get("partial_json") or "")
             if kind == "message_start":
                 usage = dict(event["message"]["usage"])
             elif kind == "message_delta":  # a server may count the prompt only at the end
@@ -90,4 +92,5 @@ def anthropic_turn(client: httpx.Client, body: dict) -> dict:
     prompt = sum(usage.get(k) or 0 for k in
                  ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))  # fmt: skip
     return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total,
-            "prompt_tokens": prompt or None, "cached_tokens": cached}  # fmt: skip
+            "prompt_tokens": prompt or None, "cached_tokens": cached,
+            "completion_tokens": usage.get("output_tokens"), "text": "".join(text)}  # fmt: skip

@@ -9,7 +9,10 @@ turn, and the whole session's time, against direct mlx-lm prefilling only what c
 The session (deterministic, seeded): a system prompt and `--tools` tool definitions of about
 `--prompt-tokens` tokens in all (what Claude Code or Codex sends first), one user request,
 then `--turns` turns, each the assistant's tool call and its result (200 to 2,000 tokens),
-the request sent again with everything so far (`max_tokens` 8, greedy). Every side gets the
+the request sent again with everything so far (`max_tokens` 8, greedy). With `--results code`
+each result is a 40-line Python file and the request asks for each file back with a function
+renamed: the answers then quote the context, as an agent's edits and file writes do, which is
+where a server's speculation (prompt lookup) pays; give `--max-tokens` room for a file (~450). Every side gets the
 very same messages (a replay: the assistant turns are the script's, not the model's). Four
 variants, each a session of its own (a salt in the system prompt's first line, so no
 variant reuses another's cache):
@@ -55,6 +58,7 @@ from scripts.bench_sides import (
     side_env,
     vllm_mlx,
 )
+from scripts.bench_speculation import FUNCTIONS, source_file
 from worker.tiny_models import ensure_checkpoint
 
 VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared", "claude_code")
@@ -97,11 +101,17 @@ def tool_definitions(rng: random.Random, count: int, words: int) -> list[dict]:
 class Session:
     """The scripted session: its tools and, per variant, the messages of every turn."""
 
-    def __init__(self, seed: int, prompt_words: int, tools: int, turns: int) -> None:
+    def __init__(self, seed: int, prompt_words: int, tools: int, turns: int,
+                 code: bool = False) -> None:  # fmt: skip
         rng = random.Random(seed)
         self.tools = tool_definitions(rng, tools, prompt_words // (2 * tools))
         self.system = prose(rng, prompt_words // 2)
         self.request = "Fix the failing test in the parser module and explain the change."
+        if code:
+            self.request = (
+                "Rename the function `parse_header` to `read_header` everywhere. After each "
+                "file a tool returns, output that whole file with the rename, and nothing else."
+            )
         self.calls, self.results, self.thoughts = [], [], []
         for k in range(turns):
             tool = rng.choice(self.tools)["function"]
@@ -109,7 +119,11 @@ class Session:
                 "name": tool["name"],
                 "arguments": json.dumps({"arg_0": rng.choice(WORDS), "arg_1": k}),
             }})  # fmt: skip
-            self.results.append(prose(rng, rng.randint(150, 1500)))
+            if code:
+                functions = rng.sample(FUNCTIONS, len(FUNCTIONS))
+                self.results.append(f"```python\n{source_file(functions)}```")
+            else:
+                self.results.append(prose(rng, rng.randint(150, 1500)))
             self.thoughts.append(prose(rng, 60))
 
     def turns(self, variant: str, salt: str, attributed: bool = True) -> list[list[dict]]:
@@ -142,7 +156,7 @@ def server_turn(client: httpx.Client, model: str, messages: list, tools: list, t
     body = {"model": model, "messages": messages, "tools": tools, "max_tokens": tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
     start = time.perf_counter()
-    ttft, usage = None, None
+    ttft, usage, text = None, None, []
     with client.stream("POST", "/v1/chat/completions", json=body) as response:
         if response.status_code != 200:
             raise RuntimeError(f"{response.status_code}: {response.read()[:300]!r}")
@@ -151,6 +165,9 @@ def server_turn(client: httpx.Client, model: str, messages: list, tools: list, t
                 continue
             event = json.loads(line[6:])
             delta = (event.get("choices") or [{}])[0].get("delta") or {}
+            text.append(delta.get("content") or "")
+            text += [(c.get("function") or {}).get("arguments") or "" for c in
+                     delta.get("tool_calls") or []]  # fmt: skip
             if ttft is None and (delta.get("content") or delta.get("tool_calls")
                                  or delta.get("reasoning_content") or delta.get("reasoning")):  # fmt: skip
                 ttft = time.perf_counter() - start
@@ -159,7 +176,8 @@ def server_turn(client: httpx.Client, model: str, messages: list, tools: list, t
     details = (usage or {}).get("prompt_tokens_details") or {}
     return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total,
             "prompt_tokens": (usage or {}).get("prompt_tokens"),
-            "cached_tokens": details.get("cached_tokens")}  # fmt: skip
+            "completion_tokens": (usage or {}).get("completion_tokens"),
+            "cached_tokens": details.get("cached_tokens"), "text": "".join(text)}  # fmt: skip
 
 
 def run_server(side: Any, session: Session, variants: list[str], tokens: int) -> dict:
@@ -236,6 +254,13 @@ def report(results: dict, variants: list[str]) -> None:
             print(f"| {k} | {prompt} | " + " | ".join(cells) + " |")
         totals = " | ".join(f"{s}: {results[s][variant]['session_s']:.1f} s" for s in sides)
         print(f"\nwhole session: {totals}")
+        print("whole turns (end of stream), output tokens, answer as the first side's:")
+        for k in range(len(first)):
+            rows = [results[s][variant]["turns"][k] for s in sides]
+            print(f"  turn {k}: " + ", ".join(
+                f"{s} {r['e2e_s']:.1f} s {r.get('completion_tokens', '-')} tok"
+                f"{'' if r.get('text') == rows[0].get('text') else ' (differs)'}"
+                for s, r in zip(sides, rows, strict=True)))  # fmt: skip
         later = {s: statistics.median(r["ttft_s"] for r in results[s][variant]["turns"][1:])
                  for s in sides}  # fmt: skip
         print("median TTFT of turns 1..: " + ", ".join(f"{s} {v:.3f} s" for s, v in later.items()))
@@ -255,11 +280,13 @@ def main() -> None:
     parser.add_argument("--vllm-mlx", default="/tmp/vllm-mlx-venv/bin/vllm-mlx")
     parser.add_argument("--blas", default="openblas", choices=["openblas", "bundled"])
     parser.add_argument("--openblas-threads", type=int, default=None)
+    parser.add_argument("--results", default="prose", choices=["prose", "code"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     path = args.model or str(ensure_checkpoint(args.arch, args.size))
-    session = Session(args.seed, prompt_words(path, args), args.tools, args.turns)
+    session = Session(args.seed, prompt_words(path, args), args.tools, args.turns,
+                      code=args.results == "code")  # fmt: skip
     variants = args.variants.split(",")
     env = side_env(args.blas, args.openblas_threads)
     results: dict = {}

@@ -44,10 +44,10 @@ FUNCTIONS = [
 ]
 
 
-def source_file() -> str:
+def source_file(functions: list[tuple[str, str, str]] = FUNCTIONS) -> str:
     """A 40-line module: 8 small functions and a main that calls parse_header."""
     lines = ['"""Small text helpers."""', ""]
-    for name, arg, body in FUNCTIONS:
+    for name, arg, body in functions:
         lines += ["", f"def {name}({arg}):", f'    """{name.replace("_", " ")}."""', f"    {body}"]
     lines += ["", "", "def main(lines):", "    for line in lines:",
               "        if not is_comment(line) and not is_blank(line):",

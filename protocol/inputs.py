@@ -89,7 +89,8 @@ class SamplingParams(WireStruct):
 class ChatInputs(WireStruct, tag=Op.CHAT.value):
     """A chat through the model's chat template. `messages` are the worker's shape:
     {"role", "content" (a string, or for media models ordered parts {"type": "text" |
-    "image" | "audio", ...}), "tool_calls", "tool_call_id", "reasoning_content"}."""
+    "image" | "audio" | "video", ...}; a video part may carry its frame sampling, "fps" and
+    "max_frames"), "tool_calls", "tool_call_id", "reasoning_content"}."""
 
     op: ClassVar[Op] = Op.CHAT
     messages: list[dict[str, Any]]
@@ -101,6 +102,7 @@ class ChatInputs(WireStruct, tag=Op.CHAT.value):
     thinking_budget: int | None = None  # reasoning tokens before the think block is closed
     images: list[bytes] = []  # the files of the messages' image parts, in order
     audios: list[bytes] = []  # the files of the messages' audio parts, in order
+    videos: list[bytes] = []  # the files of the messages' video parts, in order
     # Speak the answer with the model's own talker, as this speaker (TextInfo.talker_speakers).
     talker_speaker: str | None = None
 

@@ -33,7 +33,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 14
+PROTOCOL_VERSION = 15
 
 
 class Tag(IntEnum):

@@ -14,6 +14,7 @@ class Capability(WireEnum):
     COMPLETE = "complete"
     IMAGE_IN = "image_in"  # chat takes image parts
     AUDIO_IN = "audio_in"  # chat takes audio parts
+    VIDEO_IN = "video_in"  # chat takes video parts
     SPEECH = "speech"  # text -> speech
     TRANSCRIBE = "transcribe"  # speech -> text
     TRANSLATE = "translate"  # speech -> English text (multilingual Whisper)

@@ -4,9 +4,10 @@ Worker messages are `{"role": "system" | "user" | "assistant" | "tool", "content
 on assistant turns, `tool_calls` (OpenAI's shape, arguments as JSON text) and
 `reasoning_content` (earlier thinking), and on tool turns `tool_call_id` (and `name`).
 `developer` becomes `system`; text parts are joined with newlines, as vLLM does. In user
-messages, `image_url`, `input_audio` and (vLLM's) `audio_url` parts make the content the worker contract's list of
-parts (text / image / audio, in order; gateway/media/parts.py), if the model accepts them;
-files, video and audio output parts are a 400 naming the part. An assistant message's
+messages, `image_url`, `input_audio` and (vLLM's) `audio_url` and `video_url` parts make the
+content the worker contract's list of parts (text / image / audio / video, in order;
+gateway/media/parts.py), if the model accepts them; files and audio output parts are a 400
+naming the part. An assistant message's
 `audio: {"id"}` (an earlier spoken answer of this server) stands for that answer's transcript.
 """
 
@@ -23,6 +24,7 @@ from gateway.media.parts import (
     openai_audio,
     openai_audio_url,
     openai_image,
+    openai_video_url,
 )
 
 _ROLES = {
@@ -32,11 +34,12 @@ _ROLES = {
     "assistant": "assistant",
     "tool": "tool",
 }
-_UNSUPPORTED_PARTS = {"file", "audio", "video_url", "refusal"}
+_UNSUPPORTED_PARTS = {"file", "audio", "refusal"}
 _MEDIA_PARTS = {
     "image_url": openai_image,
     "input_audio": openai_audio,
     "audio_url": openai_audio_url,
+    "video_url": openai_video_url,
 }
 _COMMON_KEYS = {"role", "content", "name"}
 _ASSISTANT_KEYS = {"tool_calls", "reasoning_content", "reasoning", "audio"}

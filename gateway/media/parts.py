@@ -1,9 +1,10 @@
 """Media parts of OpenAI and Anthropic messages -> the worker contract's placeholder parts.
 
-A `MediaCollector` goes along while a request's messages are parsed: each image or audio part
-is checked against what the loaded model accepts (Ready.capabilities "image_in" / "audio_in"),
-its shape validated, and recorded as a `MediaItem`; the message gets `{"type": "image"}` or
-`{"type": "audio"}` in its place. The bytes are fetched and checked later (resolve.py), just
+A `MediaCollector` goes along while a request's messages are parsed: each image, audio or video
+part is checked against what the loaded model accepts (Ready.capabilities "image_in" /
+"audio_in" / "video_in"), its shape validated, and recorded as a `MediaItem`; the message gets
+`{"type": "image"}`, `{"type": "audio"}` or `{"type": "video", ...its frame sampling}` in its
+place. The bytes are fetched and checked later (resolve.py), just
 before the Submit, so parsing stays synchronous and cheap.
 """
 
@@ -11,13 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.media.audio import AUDIO_FORMATS
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 
-CAPABILITY = {"image": "image_in", "audio": "audio_in"}
+CAPABILITY = {"image": "image_in", "audio": "audio_in", "video": "video_in"}
+# A video part's frame sampling (vLLM-style `video_url` parts, with these two extensions):
+# frames are taken at `fps` (default: the model's video processor's, 2 for Qwen-VL) and at most
+# `max_frames` of them, evenly spread over the clip.
+VIDEO_MAX_FRAMES_DEFAULT = 32
+VIDEO_MAX_FRAMES_LIMIT = 64
+VIDEO_FPS_LIMIT = 30.0
 DETAILS = ("auto", "low", "high")
 # Anthropic's accepted image types.
 ANTHROPIC_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -27,7 +35,7 @@ ANTHROPIC_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 class MediaItem:
     """One media part, not yet fetched: exactly one of `url` and `data` is set."""
 
-    kind: str  # "image" | "audio"
+    kind: str  # "image" | "audio" | "video"
     path: str  # the part's JSON path, which errors name
     url: str | None = None  # data: / http(s): / file: URL, or a bare local path
     data: str | None = None  # base64 (OpenAI input_audio, Anthropic base64 images)
@@ -130,6 +138,41 @@ def openai_audio_url(part: dict, path: str, media: MediaCollector) -> dict[str, 
     audio = _url_object(part, "audio_url", path, ("url",))
     url = _string(audio, "url", f"{path}.audio_url")
     return media.add(MediaItem("audio", f"{path}.audio_url.url", url=url))
+
+
+def openai_video_url(part: dict, path: str, media: MediaCollector) -> dict[str, Any]:
+    """`{"type": "video_url", "video_url": {"url": ..., "fps": ..., "max_frames": ...}}` (vLLM's
+    part, or a bare URL string): a data URL, or an http(s) URL fetched under the same rules as
+    images; its frames are decoded and sampled in the worker, as mlx-vlm samples them."""
+    media.admit("video", path)
+    _keys(part, ("type", "video_url"), path)
+    video = _url_object(part, "video_url", path, ("url", "fps", "max_frames"))
+    url = _string(video, "url", f"{path}.video_url")
+    sampling: dict[str, Any] = {}
+    fps = video.get("fps")
+    if fps is not None:
+        if _not_number(fps) or not 0 < fps <= VIDEO_FPS_LIMIT:
+            raise invalid(
+                f"{path}.video_url.fps",
+                f"`{path}.video_url.fps` must be a number above 0 and at most {VIDEO_FPS_LIMIT:g}",
+            )
+        sampling["fps"] = float(fps)
+    frames = video.get("max_frames", VIDEO_MAX_FRAMES_DEFAULT)
+    if (
+        _not_number(frames)
+        or not isinstance(frames, int)
+        or not 2 <= frames <= VIDEO_MAX_FRAMES_LIMIT
+    ):
+        raise invalid(
+            f"{path}.video_url.max_frames",
+            f"`{path}.video_url.max_frames` must be an integer from 2 to {VIDEO_MAX_FRAMES_LIMIT}",
+        )
+    sampling["max_frames"] = frames
+    return {**media.add(MediaItem("video", f"{path}.video_url.url", url=url)), **sampling}
+
+
+def _not_number(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int | float)
 
 
 def openai_audio(part: dict, path: str, media: MediaCollector) -> dict[str, str]:

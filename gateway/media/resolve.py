@@ -20,8 +20,9 @@ from gateway.media.inline import decode_base64, parse_data_url
 from gateway.media.local import read_local
 from gateway.media.parts import MediaItem
 from gateway.media.problems import INVALID, REFUSED_ADDRESS, MediaRejected
+from gateway.media.video import check_video
 
-MEDIA_KEYS = {"image": "images", "audio": "audios"}
+MEDIA_KEYS = {"image": "images", "audio": "audios", "video": "videos"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,8 @@ class PendingMedia:
     settings: MediaSettings
 
     async def resolve(self) -> dict[str, list[bytes]]:
-        """`{"images": [...], "audios": [...]}` (only the kinds present), in order."""
+        """`{"images": [...], "audios": [...], "videos": [...]}` (only the kinds present), in
+        order."""
         return await resolve_media(self.items, self.settings)
 
 
@@ -88,6 +90,9 @@ async def _resolve(item: MediaItem, settings: MediaSettings) -> bytes:
         if fmt is None:
             raise MediaRejected(f"the audio is none of {list(AUDIO_FORMATS)}", INVALID)
         check_audio(data, fmt)
+        return data
+    if item.kind == "video":
+        check_video(data)
         return data
     await asyncio.to_thread(check_image, data, settings.max_image_pixels)
     return data

@@ -38,7 +38,7 @@ from gateway.workers.protocol import EngineClient
 CHAT, SPEECH, TRANSCRIPTION = "chat", "speech", "transcription"  # what a route needs
 EMBEDDING, RERANK = "embedding", "rerank"
 KIND_CAPABILITIES = {
-    CHAT: ("chat", "complete", "image_in", "audio_in"),
+    CHAT: ("chat", "complete", "image_in", "audio_in", "video_in"),
     SPEECH: ("speech",),
     TRANSCRIPTION: ("transcribe", "translate"),
     EMBEDDING: ("embed",),

@@ -115,3 +115,60 @@ def vision_submit(
     """Greedy chat about `images` (by default the question with one image part each)."""
     messages = messages or [mlx_vlm_message(QUESTION, len(images))]
     return chat_submit(rid, messages, images=images, max_tokens=max_tokens, logprobs=logprobs)
+
+
+def mp4(seed: int, frames: int = 8, size: tuple[int, int] = (64, 48), fps: float = 4.0) -> bytes:
+    """A deterministic clip of noise frames of `size` (width, height), MPEG-4 in an MP4 file
+    (OpenCV's writer, the library mlx-vlm reads videos with)."""
+    import tempfile
+    from pathlib import Path
+
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "clip.mp4")
+        writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+        for _ in range(frames):
+            writer.write(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+        writer.release()
+        return Path(path).read_bytes()
+
+
+def openai_video_message(text: str, video: bytes, **sampling: Any) -> dict:
+    """A user message in the OpenAI (vLLM) shape: the clip as a `video_url` data URL, then the
+    text; `sampling` (fps, max_frames) goes into the part."""
+    url = "data:video/mp4;base64," + base64.b64encode(video).decode()
+    return {"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": url, **sampling}},
+        {"type": "text", "text": text},
+    ]}  # fmt: skip
+
+
+def direct_vlm_video_chat(
+    path: str, video: bytes, text: str, max_tokens: int, **sampling: Any
+) -> dict[str, Any]:
+    """Greedy output of mlx-vlm called directly on a video file, as its own CLI does it:
+    `apply_chat_template(..., video=[file], fps=...)` and `stream_generate(..., video=[file],
+    **sampling)`: its tokens, text and prompt token count."""
+    import tempfile
+    from pathlib import Path
+
+    from mlx_vlm import stream_generate
+    from mlx_vlm.prompt_utils import apply_chat_template
+
+    model, processor = _mlx_vlm_load(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        file = str(Path(tmp) / "clip.mp4")
+        Path(file).write_bytes(video)
+        prompt = apply_chat_template(
+            processor, model.config, text, video=[file], fps=sampling.get("fps", 2.0)
+        )
+        results = list(
+            stream_generate(
+                model, processor, prompt, video=[file], max_tokens=max_tokens, temperature=0.0,
+                **sampling,
+            )
+        )  # fmt: skip
+    return {"tokens": list(results[-1].token_ids), "text": "".join(r.text for r in results),
+            "prompt_tokens": results[-1].prompt_tokens}  # fmt: skip

@@ -16,6 +16,7 @@ from gateway.media.audio import check_audio
 from gateway.media.images import check_image
 from gateway.media.inline import decode_base64, parse_data_url
 from gateway.media.problems import MediaRejected
+from gateway.media.video import check_video, sniff_video_container
 
 
 def png(width: int = 8, height: int = 6) -> bytes:
@@ -125,3 +126,23 @@ def test_audio_must_match_its_declared_format():
     assert "not wav data" in rejected(check_audio, b"ID3\x04", "wav").message
     assert "not mp3 data" in rejected(check_audio, wav(), "mp3").message
     assert rejected(check_audio, wav(), "flac").code == problems.INVALID
+
+
+@pytest.mark.parametrize(
+    ("head", "container"),
+    [
+        (bytes(4) + b"ftypisom", "mp4"),
+        (bytes(4) + b"ftypqt  ", "mov"),
+        (b"\x1a\x45\xdf\xa3" + bytes(20) + b"webm", "webm"),
+        (b"\x1a\x45\xdf\xa3" + bytes(20) + b"matroska", "mkv"),
+        (b"RIFF" + bytes(4) + b"AVI LIST", "avi"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(8), None),
+        (b"RIFF" + bytes(4) + b"WAVEfmt ", None),
+        (b"", None),
+    ],
+)
+def test_video_containers_are_told_by_their_first_bytes(head, container):
+    assert sniff_video_container(head + bytes(64)) == container
+    if container is None:
+        with pytest.raises(MediaRejected, match="not a video file"):
+            check_video(head)

@@ -72,8 +72,30 @@ def test_text_only_requests_are_unchanged_by_a_vision_model():
         assert req.media == ()
 
 
+VIDEO = {"type": "video_url", "video_url": {"url": "https://example.com/v.mp4"}}
+
+
+def test_video_parts_carry_their_frame_sampling_in_place():
+    sampled = {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA",
+                                                  "fps": 1, "max_frames": 8}}  # fmt: skip
+    content = [VIDEO, {"type": "text", "text": "what happens?"}, IMG_A, sampled]
+    req = chat([{"role": "user", "content": content}], [*VISION, "video_in"])
+    assert req.inputs.messages[0]["content"] == [
+        {"type": "video", "max_frames": 32},
+        {"type": "text", "text": "what happens?"},
+        {"type": "image"},
+        {"type": "video", "fps": 1.0, "max_frames": 8},
+    ]
+    assert [(m.kind, m.path) for m in req.media] == [
+        ("video", "messages[0].content[0].video_url.url"),
+        ("image", "messages[0].content[2].image_url.url"),
+        ("video", "messages[0].content[3].video_url.url"),
+    ]
+
+
 @pytest.mark.parametrize(
-    "capabilities, part, kind", [(["chat"], IMG_A, "image"), (VISION, AUDIO, "audio")]
+    "capabilities, part, kind",
+    [(["chat"], IMG_A, "image"), (VISION, AUDIO, "audio"), (OMNI, VIDEO, "video")],
 )
 def test_media_the_model_does_not_take_is_a_400_naming_the_part(capabilities, part, kind):
     with pytest.raises(APIError) as info:

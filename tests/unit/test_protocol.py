@@ -97,7 +97,7 @@ PINNED_FIELDS = {
     Grammar: ("lark", "field"),
     ChatInputs: (
         "messages", "sampling", "chat_template_kwargs", "tools", "tool_choice",
-        "parallel_tool_calls", "thinking_budget", "images", "audios", "talker_speaker",
+        "parallel_tool_calls", "thinking_budget", "images", "audios", "videos", "talker_speaker",
     ),
     CompleteInputs: ("prompt", "sampling"),
     SpeechInputs: (
@@ -156,14 +156,14 @@ PINNED_VALUES = {
                 "context_length_exceeded"],
     ControlMethod: ["stats", "shutdown", "count_tokens", "tokenize", "detokenize"],
     Capability: [
-        "chat", "complete", "image_in", "audio_in", "speech", "transcribe", "translate",
+        "chat", "complete", "image_in", "audio_in", "video_in", "speech", "transcribe", "translate",
         "embed", "rerank", "score",
     ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 14
+    assert PROTOCOL_VERSION == 15
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -208,7 +208,7 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
     assert raw == [
         1,
         "r1",
-        ["chat", messages, sampling, {}, [], None, None, None, [], [], None],
+        ["chat", messages, sampling, {}, [], None, None, None, [], [], [], None],
         True,
         None,
         "req_1",

@@ -212,6 +212,8 @@ class VisionEngine:
             caps.append(Capability.IMAGE_IN)
         if self._vm.takes_audio:
             caps.append(Capability.AUDIO_IN)
+        if self._vm.takes_video:
+            caps.append(Capability.VIDEO_IN)
         return caps
 
     def ready_info(self) -> TextInfo:
@@ -245,19 +247,22 @@ class VisionEngine:
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
             "logits_processors": request.logits_processors or None,
-            # max_size 0 (--vision-cache-entries 0): every request encodes its images.
-            "vision_cache": self.vision_cache if self.vision_cache.max_size > 0 else None,
+            # max_size 0 (--vision-cache-entries 0): every request encodes its images. Video
+            # requests bypass every cache: the feature cache's encoders are written for images.
+            "vision_cache": self.vision_cache
+            if self.vision_cache.max_size > 0 and not inputs.videos
+            else None,
             # mlx-vlm's APC knows image and video placeholder tokens but not audio ones: on a
             # hit it trims the prompt yet keeps the audio features, which then no longer fit
             # (an error for Qwen3-Omni). Audio prompts therefore bypass it.
-            "apc_manager": None if inputs.audios else self.apc_manager,
+            "apc_manager": None if inputs.audios or inputs.videos else self.apc_manager,
         }
         if self._prefill_step_size is not None:
             kwargs["prefill_step_size"] = self._prefill_step_size
         generation = VisionGeneration(request, inputs, kwargs)
         # Conversations with images continue from their own KV cache (worker/vision/turns.py);
         # audio ones cannot, for the reason above.
-        if inputs.images and not inputs.audios and self.turns.enabled:
+        if inputs.images and not inputs.audios and not inputs.videos and self.turns.enabled:
             generation.lease = self.turns.take(media_key(submit.inputs.images), inputs.token_ids)
             kwargs["prompt_cache_state"] = generation.lease.state
         self._active[submit.request_id] = generation

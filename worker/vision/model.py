@@ -97,6 +97,9 @@ class VisionModel:
     audio_sample_rate: int
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     token_texts: Any = None
+    # Video parts: where the processor itself turns frames into video inputs (Qwen-VL's video
+    # processor); mlx-vlm sends other models' videos as still images, which is not done here.
+    takes_video: bool = False
 
 
 def load_vision_model(path: str) -> VisionModel:
@@ -109,6 +112,7 @@ def load_vision_model(path: str) -> VisionModel:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from mlx_lm.tokenizer_utils import TokenizerWrapper
     from mlx_vlm import load
+    from mlx_vlm.generate.video import processor_handles_video
     from mlx_vlm.tokenizer_utils import load_tokenizer
 
     model, processor = load(path)
@@ -140,4 +144,6 @@ def load_vision_model(path: str) -> VisionModel:
         audio_sample_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
         sampling_defaults=load_sampling_defaults(path),
         token_texts=TokenTexts(tokenizer),
+        takes_video=isinstance(sections.get("vision_config"), dict)
+        and processor_handles_video(processor),
     )

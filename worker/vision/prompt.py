@@ -8,10 +8,11 @@ media with the same arguments `mlx_vlm.stream_generate` gives it. The engine han
 to `stream_generate` as caller-prepared inputs (its `input_ids=` path), so the work is not
 done twice and the prompt's token ids are known before generation (usage, context limit).
 
-Message content is a string or a list of parts {"type": "text" | "image" | "audio"} (the
-gateway/worker contract); "images" / "audios" hold the encoded files in order of appearance.
-mlx-vlm renders images only in user turns and places all audio in the last user turn, so
-media elsewhere is refused (RequestError) rather than silently moved or dropped.
+Message content is a string or a list of parts {"type": "text" | "image" | "audio" | "video"}
+(the gateway/worker contract); "images" / "audios" / "videos" hold the encoded files in order
+of appearance. mlx-vlm renders images and videos only in user turns and places all audio in
+the last user turn, so media elsewhere is refused (RequestError) rather than silently moved or
+dropped. Videos: worker/vision/video.py (their frames, and their place in the prompt).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from worker.runtime.errors import bad_request, context_length
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
 from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 from worker.vision.model import VisionModel
+from worker.vision.video import DecodedVideo, decode_videos, with_video_items
 
-_PART_TYPES = ("text", "image", "audio")
+_PART_TYPES = ("text", "image", "audio", "video")
 # Keys the template call sets itself; a client may not override them.
 _RESERVED_TEMPLATE_KWARGS = frozenset(
     {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict", "tools"}
@@ -47,6 +49,7 @@ class VisionInputs:
     token_ids: list[int]
     images: list[Any] = field(default_factory=list)  # PIL images
     audios: list[Any] = field(default_factory=list)  # float32 numpy arrays
+    videos: list[DecodedVideo] = field(default_factory=list)
     tensors: dict[str, Any] = field(default_factory=dict)  # input_ids, pixel_values, mask, ...
 
 
@@ -55,8 +58,10 @@ def build_vision_inputs(vm: VisionModel, inputs: Inputs) -> VisionInputs:
     if isinstance(inputs, ChatInputs):
         images = _decode_images(vm, inputs.images)
         audios = _decode_audios(vm, inputs.audios)
-        prompt = chat_prompt_text(vm, inputs, len(images), len(audios))
-        return prepare(vm, prompt, images, audios)
+        sampling = _video_sampling(inputs, vm)
+        prompt = chat_prompt_text(vm, inputs, len(images), len(audios), len(sampling))
+        videos = decode_videos(vm.processor, inputs.videos, sampling)
+        return prepare(vm, prompt, images, audios, videos)
     if isinstance(inputs, CompleteInputs):
         if not isinstance(inputs.prompt, str):
             raise bad_request("prompt must be a string for this model")
@@ -64,11 +69,32 @@ def build_vision_inputs(vm: VisionModel, inputs: Inputs) -> VisionInputs:
     raise bad_request(f"operation {inputs.op!r} is not supported by this model (chat, complete)")
 
 
-def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audios: int) -> str:
+def _video_sampling(inputs: ChatInputs, vm: VisionModel) -> list[dict]:
+    """Each video part's frame sampling ("fps", "max_frames"), in order; the videos checked
+    against the model and the parts."""
+    videos = inputs.videos
+    if not isinstance(videos, list) or not all(isinstance(b, bytes) for b in videos):
+        raise bad_request("videos must be a list of encoded video files")
+    if videos and not vm.takes_video:
+        raise bad_request("this model does not accept video input")
+    sampling = []
+    for message in chat_messages(inputs):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, Mapping) and part.get("type") == "video":
+                sampling.append({k: part[k] for k in ("fps", "max_frames") if part.get(k)})
+    if len(sampling) != len(videos):
+        raise bad_request(f"the messages have {len(sampling)} video parts but {len(videos)} videos")
+    return sampling
+
+
+def chat_prompt_text(
+    vm: VisionModel, inputs: ChatInputs, n_images: int, n_audios: int, n_videos: int = 0
+) -> str:
     """The chat prompt mlx-vlm's apply_chat_template renders for these messages."""
     from mlx_vlm.prompt_utils import apply_chat_template
 
-    converted = _convert_messages(chat_messages(inputs), n_images, n_audios)
+    converted = _convert_messages(chat_messages(inputs), n_images, n_audios, n_videos)
     kwargs = template_kwargs(inputs, _RESERVED_TEMPLATE_KWARGS)
     tools = chat_tools(inputs)
     if tools and not template_renders_tools(vm.tokenizer):
@@ -84,19 +110,47 @@ def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audio
     if tools:
         kwargs["tools"] = list(tools)
     try:
-        prompt = apply_chat_template(
-            vm.processor,
-            vm.model.config,
-            converted,
-            num_images=n_images,
-            num_audios=n_audios,
-            **kwargs,
-        )
+        if n_videos:
+            prompt = _prompt_with_videos(vm, converted, n_images, n_audios, kwargs)
+        else:
+            prompt = apply_chat_template(
+                vm.processor,
+                vm.model.config,
+                converted,
+                num_images=n_images,
+                num_audios=n_audios,
+                **kwargs,
+            )
     except (TemplateError, ValueError, TypeError) as exc:
         raise bad_request(f"the chat template rejected the messages: {exc}") from exc
     if not isinstance(prompt, str):
         raise bad_request("the chat template did not produce a text prompt")
     return prompt
+
+
+def _prompt_with_videos(
+    vm: VisionModel, converted: list[dict], n_images: int, n_audios: int, kwargs: dict
+) -> Any:
+    """mlx-vlm's messages without the video parts, the video items put back in place, rendered
+    (worker/vision/video.py)."""
+    from mlx_vlm.prompt_utils import apply_chat_template, get_chat_template
+
+    parts_of = {i: m["content"] for i, m in enumerate(converted) if isinstance(m["content"], list)}
+    stripped = [
+        {**m, "content": [p for p in m["content"] if p["type"] != "video"]} if i in parts_of else m
+        for i, m in enumerate(converted)
+    ]
+    messages = apply_chat_template(
+        vm.processor, vm.model.config, stripped, num_images=n_images, num_audios=n_audios,
+        return_messages=True, **kwargs,
+    )  # fmt: skip
+    if not isinstance(messages, list):
+        raise bad_request("the chat template did not produce messages for the video parts")
+    if vm.model.config.model_type == "qwen3_omni_moe":  # as apply_chat_template sets it
+        kwargs.setdefault("enable_thinking", True)
+    return get_chat_template(
+        vm.processor, with_video_items(messages, parts_of), add_generation_prompt=True, **kwargs
+    )
 
 
 def _tool_turn_after_last_user(messages: list[dict]) -> bool:
@@ -105,10 +159,12 @@ def _tool_turn_after_last_user(messages: list[dict]) -> bool:
     return "tool" in roles[last_user + 1 :]
 
 
-def _convert_messages(messages: list[Any], n_images: int, n_audios: int) -> list[dict]:
+def _convert_messages(
+    messages: list[Any], n_images: int, n_audios: int, n_videos: int = 0
+) -> list[dict]:
     """Contract messages -> mlx-vlm's message dicts; checks parts against the media lists."""
     converted: list[dict] = []
-    images = audios = 0
+    images = audios = videos = 0
     last_user = max(
         (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
         default=-1,
@@ -124,8 +180,12 @@ def _convert_messages(messages: list[Any], n_images: int, n_audios: int) -> list
             content = ""
         if isinstance(content, list):
             parts, n_img, n_aud = _convert_parts(i, content)
+            n_vid = sum(p["type"] == "video" for p in parts)
             if n_img and message["role"] != "user":
                 raise bad_request(f"messages[{i}]: images are accepted only in user messages")
+            if n_vid and message["role"] != "user":
+                raise bad_request(f"messages[{i}]: videos are accepted only in user messages")
+            videos += n_vid
             if n_aud and i != last_user:
                 raise bad_request(f"messages[{i}]: audio is accepted only in the last user message")
             images, audios = images + n_img, audios + n_aud
@@ -139,6 +199,8 @@ def _convert_messages(messages: list[Any], n_images: int, n_audios: int) -> list
         raise bad_request(f"the messages have {images} image parts but {n_images} images")
     if audios != n_audios:
         raise bad_request(f"the messages have {audios} audio parts but {n_audios} audio files")
+    if videos != n_videos:
+        raise bad_request(f"the messages have {videos} video parts but {n_videos} videos")
     return converted
 
 
@@ -158,6 +220,8 @@ def _convert_parts(i: int, content: list[Any]) -> tuple[list[dict], int, int]:
         elif kind == "image":
             parts.append({"type": "image"})
             n_img += 1
+        elif kind == "video":
+            parts.append({"type": "video"})
         else:
             n_aud += 1
     return parts, n_img, n_aud
@@ -211,24 +275,34 @@ def _decode_audio(i: int, data: bytes, sample_rate: int) -> Any:
     return samples
 
 
-def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequence[Any]) -> Any:
+def prepare(
+    vm: VisionModel,
+    prompt: str,
+    images: Sequence[Any],
+    audios: Sequence[Any],
+    videos: Sequence[DecodedVideo] = (),
+) -> Any:
     """Tokenizes and preprocesses exactly as `mlx_vlm.stream_generate` does (see above)."""
     from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
 
     config = vm.model.config
+    decoded = {}
+    if videos:  # already decoded, with the metadata prepare_inputs would have read
+        decoded = {"video_metadata": [v.metadata for v in videos]}
     try:
         prepared = prepare_inputs(
             vm.processor,
             images=list(images) or None,
             audio=list(audios) or None,
-            videos=None,
+            videos=[v.frames for v in videos] or None,
             prompts=prompt,
             image_token_index=getattr(config, "image_token_index", None),
             resize_shape=None,
             add_special_tokens=should_add_special_tokens(config.model_type, vm.processor),
+            **decoded,
         )
     except ValueError as exc:
-        raise bad_request(f"the images or audio could not be processed: {exc}") from exc
+        raise bad_request(f"the images, audio or video could not be processed: {exc}") from exc
     input_ids = prepared.get("input_ids")
     if input_ids is None or input_ids.size == 0:
         raise bad_request("the prompt is empty")
@@ -239,7 +313,7 @@ def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequenc
     }
     tensors |= {"input_ids": input_ids, "pixel_values": prepared.get("pixel_values")}
     mask = prepared.get("attention_mask")
-    if mask is not None and (images or audios or not bool(mx.all(mask == 1).item())):
+    if mask is not None and (images or audios or videos or not bool(mx.all(mask == 1).item())):
         # A text-only prompt (one, so no padding: an all-ones mask) goes without its mask:
         # mlx-vlm folds a caller-given mask into its prefix-cache keys, and a mask spans the
         # whole prompt, so a follow-up turn would never match its earlier turn's blocks. Media
@@ -249,4 +323,4 @@ def prepare(vm: VisionModel, prompt: str, images: Sequence[Any], audios: Sequenc
     limit = vm.max_context
     if limit is not None and len(token_ids) >= limit:
         raise context_length(len(token_ids), limit)
-    return VisionInputs(prompt, token_ids, list(images), list(audios), tensors)
+    return VisionInputs(prompt, token_ids, list(images), list(audios), list(videos), tensors)

@@ -137,7 +137,7 @@ SCHEMAS: dict[str, Schema] = {
             ),
             "capabilities": _array(
                 STRING,
-                "What it does (`chat`, `complete`, `image_in`, `audio_in`, `speech`, "
+                "What it does (`chat`, `complete`, `image_in`, `audio_in`, `video_in`, `speech`, "
                 "`transcribe`, `translate`, `embed`, `rerank`, `score`); once a worker is ready.",
             ),
             "max_model_len": _doc(INTEGER, "Its context length in tokens, when known."),

@@ -58,8 +58,11 @@ def anthropic_body(model: str, messages: list[dict], tools: list[dict], max_toke
                 out.append({"role": "user", "content": [block]})
     tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
               "input_schema": t["function"]["parameters"]} for t in tools]  # fmt: skip
-    return {"model": model, "max_tokens": max_tokens, "system": system, "messages": out,
+    body = {"model": model, "max_tokens": max_tokens, "system": system, "messages": out,
             "tools": tools, "temperature": 0, "stream": True}  # fmt: skip
+    if not tools:
+        del body["tools"]
+    return body
 
 
 def anthropic_turn(client: httpx.Client, body: dict) -> dict:

@@ -12,7 +12,11 @@ then `--turns` turns, each the assistant's tool call and its result (200 to 2,00
 the request sent again with everything so far (`max_tokens` 8, greedy). With `--results code`
 each result is a 40-line Python file and the request asks for each file back with a function
 renamed: the answers then quote the context, as an agent's edits and file writes do, which is
-where a server's speculation (prompt lookup) pays; give `--max-tokens` room for a file (~450). Every side gets the
+where a server's speculation (prompt lookup) pays; give `--max-tokens` room for a file (~450).
+`--tool-choice none` keeps the tools in the prompt but the answers text, so no server's tool
+parser ends or reshapes one (a server that stops at its first parsed call does less work);
+`--omit-tools` sends no tool definitions at all (the history's calls and results stay), for
+servers that drop the tools from the prompt under `tool_choice: none`. Every side gets the
 very same messages (a replay: the assistant turns are the script's, not the model's). Four
 variants, each a session of its own (a salt in the system prompt's first line, so no
 variant reuses another's cache):
@@ -27,7 +31,11 @@ variant reuses another's cache):
   changes every request (scripts/agent_session_anthropic.py). Sent as Claude Code sends it,
   on the Anthropic Messages API, to the sides that have one (ours, vllm-mlx); mlx_lm.server
   gets the OpenAI request a translating proxy would make (the line in the system message);
-  `direct` prefills the prompt without the line (what ours templates).
+  `direct` prefills the prompt without the line (what ours templates);
+- `pasted`: no tool calls: each turn the user pastes the next result and the assistant's
+  earlier answers are their right answers (with `--results code`: each file renamed, whole, as
+  in Aider's whole-file edits), so every server's answer is text (no parser reshapes or ends
+  it) and, greedy, the same.
 
 Per turn: TTFT (the first streamed chunk with content or a tool call), the prompt's tokens,
 the tokens the server says it read from its cache (`usage.prompt_tokens_details.cached_tokens`;
@@ -61,7 +69,9 @@ from scripts.bench_sides import (
 from scripts.bench_speculation import FUNCTIONS, source_file
 from worker.tiny_models import ensure_checkpoint
 
-VARIANTS = ("append", "thinking_dropped", "system_changes", "results_cleared", "claude_code")
+VARIANTS = (
+    "append", "thinking_dropped", "system_changes", "results_cleared", "claude_code", "pasted",
+)  # fmt: skip
 ANTHROPIC_SIDES = ("ours", "vllm-mlx")  # the sides with a Messages API
 WORDS = (
     "file function module test build error value change config request response server "
@@ -139,6 +149,13 @@ class Session:
             {"role": "system", "content": f"{first_line}\n{self.system}"},
             {"role": "user", "content": self.request},
         ]
+        if variant == "pasted":
+            for k in range(upto):
+                answer = self.results[k - 1].replace("parse_header", "read_header")
+                messages += [{"role": "assistant",
+                              "content": answer if k else "Send the first file."},
+                             {"role": "user", "content": self.results[k]}]  # fmt: skip
+            return messages
         for k in range(upto):
             assistant: dict[str, Any] = {"role": "assistant", "content": "",
                                          "tool_calls": [self.calls[k]]}  # fmt: skip
@@ -152,9 +169,15 @@ class Session:
         return messages
 
 
-def server_turn(client: httpx.Client, model: str, messages: list, tools: list, tokens: int) -> dict:
+def server_turn(
+    client: httpx.Client, model: str, messages: list, tools: list, tokens: int, choice: str | None
+) -> dict:
     body = {"model": model, "messages": messages, "tools": tools, "max_tokens": tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    if not tools:
+        del body["tools"]
+    if choice is not None:
+        body["tool_choice"] = choice
     start = time.perf_counter()
     ttft, usage, text = None, None, []
     with client.stream("POST", "/v1/chat/completions", json=body) as response:
@@ -180,7 +203,9 @@ def server_turn(client: httpx.Client, model: str, messages: list, tools: list, t
             "cached_tokens": details.get("cached_tokens"), "text": "".join(text)}  # fmt: skip
 
 
-def run_server(side: Any, session: Session, variants: list[str], tokens: int) -> dict:
+def run_server(
+    side: Any, session: Session, variants: list[str], tokens: int, choice: str | None = None
+) -> dict:
     out = {}
     with httpx.Client(base_url=side.url, timeout=1800) as client:
         model = side.model
@@ -193,9 +218,11 @@ def run_server(side: Any, session: Session, variants: list[str], tokens: int) ->
             for messages in session.turns(variant, variant):
                 if anthropic:
                     body = anthropic_body(model, messages, session.tools, tokens)
+                    if choice is not None:
+                        body["tool_choice"] = {"type": choice}
                     rows.append(anthropic_turn(client, body))
                 else:
-                    rows.append(server_turn(client, model, messages, session.tools, tokens))
+                    rows.append(server_turn(client, model, messages, session.tools, tokens, choice))
             out[variant] = {"turns": rows, "session_s": time.perf_counter() - started}
     return out
 
@@ -281,12 +308,18 @@ def main() -> None:
     parser.add_argument("--blas", default="openblas", choices=["openblas", "bundled"])
     parser.add_argument("--openblas-threads", type=int, default=None)
     parser.add_argument("--results", default="prose", choices=["prose", "code"])
+    parser.add_argument("--tool-choice", default=None, choices=["none", "auto"],
+                        help="sent as the requests' tool_choice (default: not sent)")  # fmt: skip
+    parser.add_argument("--omit-tools", action="store_true",
+                        help="send no tool definitions (the history keeps its calls)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     path = args.model or str(ensure_checkpoint(args.arch, args.size))
     session = Session(args.seed, prompt_words(path, args), args.tools, args.turns,
                       code=args.results == "code")  # fmt: skip
+    if args.omit_tools:
+        session.tools = []
     variants = args.variants.split(",")
     env = side_env(args.blas, args.openblas_threads)
     results: dict = {}
@@ -297,7 +330,9 @@ def main() -> None:
                 if name == "direct":
                     results[name] = run_direct(side, session, variants, args.max_tokens)
                 else:
-                    results[name] = run_server(side, session, variants, args.max_tokens)
+                    results[name] = run_server(
+                        side, session, variants, args.max_tokens, args.tool_choice
+                    )
             finally:
                 side.stop()
             print(f"{name}: done", flush=True)

@@ -86,6 +86,10 @@ class SamplingParams(WireStruct):
     constraint: Constraint | None = None  # response_format, structured_outputs: by grammar
 
 
+# A video part's frame budget when the request names none (gateway/media/parts.py).
+VIDEO_MAX_FRAMES_DEFAULT = 32
+
+
 class ChatInputs(WireStruct, tag=Op.CHAT.value):
     """A chat through the model's chat template. `messages` are the worker's shape:
     {"role", "content" (a string, or for media models ordered parts {"type": "text" |

@@ -18,12 +18,12 @@ from gateway.http.errors import APIError, invalid, unknown_field, unsupported
 from gateway.media.audio import AUDIO_FORMATS
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
+from protocol.inputs import VIDEO_MAX_FRAMES_DEFAULT
 
 CAPABILITY = {"image": "image_in", "audio": "audio_in", "video": "video_in"}
 # A video part's frame sampling (vLLM-style `video_url` parts, with these two extensions):
 # frames are taken at `fps` (default: the model's video processor's, 2 for Qwen-VL) and at most
 # `max_frames` of them, evenly spread over the clip.
-VIDEO_MAX_FRAMES_DEFAULT = 32
 VIDEO_MAX_FRAMES_LIMIT = 64
 VIDEO_FPS_LIMIT = 30.0
 DETAILS = ("auto", "low", "high")

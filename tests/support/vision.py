@@ -135,40 +135,50 @@ def mp4(seed: int, frames: int = 8, size: tuple[int, int] = (64, 48), fps: float
         return Path(path).read_bytes()
 
 
-def openai_video_message(text: str, video: bytes, **sampling: Any) -> dict:
+def openai_video_message(
+    text: str, video: bytes, video_first: bool = True, **sampling: Any
+) -> dict:
     """A user message in the OpenAI (vLLM) shape: the clip as a `video_url` data URL, then the
-    text; `sampling` (fps, max_frames) goes into the part."""
+    text (or the text first); `sampling` (fps, max_frames) goes into the part."""
     url = "data:video/mp4;base64," + base64.b64encode(video).decode()
-    return {"role": "user", "content": [
-        {"type": "video_url", "video_url": {"url": url, **sampling}},
-        {"type": "text", "text": text},
-    ]}  # fmt: skip
+    parts = [{"type": "video_url", "video_url": {"url": url, **sampling}},
+             {"type": "text", "text": text}]  # fmt: skip
+    return {"role": "user", "content": parts if video_first else parts[::-1]}
 
 
 def direct_vlm_video_chat(
     path: str, video: bytes, text: str, max_tokens: int, **sampling: Any
 ) -> dict[str, Any]:
-    """Greedy output of mlx-vlm called directly on a video file, as its own CLI does it:
-    `apply_chat_template(..., video=[file], fps=...)` and `stream_generate(..., video=[file],
-    **sampling)`: its tokens, text and prompt token count."""
+    """Greedy output of mlx-vlm called directly on a video file, as its own CLI does it: with a
+    processor that takes video, `apply_chat_template(..., video=[file], fps=...)` and
+    `stream_generate(..., video=[file], **sampling)`; else the frames as stills
+    (`resolve_video_inputs(..., fps, max_frames)`) and `stream_generate(..., image=stills)`.
+    Its tokens, text and prompt token count."""
     import tempfile
     from pathlib import Path
 
     from mlx_vlm import stream_generate
+    from mlx_vlm.generate.video import processor_handles_video, resolve_video_inputs
     from mlx_vlm.prompt_utils import apply_chat_template
 
     model, processor = _mlx_vlm_load(path)
     with tempfile.TemporaryDirectory() as tmp:
         file = str(Path(tmp) / "clip.mp4")
         Path(file).write_bytes(video)
-        prompt = apply_chat_template(
-            processor, model.config, text, video=[file], fps=sampling.get("fps", 2.0)
-        )
+        fps = sampling.get("fps", 2.0)
+        if processor_handles_video(processor):
+            prompt = apply_chat_template(processor, model.config, text, video=[file], fps=fps)
+            media: dict[str, Any] = {"video": [file], **sampling}
+        else:
+            stills = resolve_video_inputs(
+                processor, [file], fps=fps, max_frames=sampling["max_frames"]
+            ).images
+            prompt = apply_chat_template(processor, model.config, text, num_images=len(stills))
+            media = {"image": stills}
         results = list(
             stream_generate(
-                model, processor, prompt, video=[file], max_tokens=max_tokens, temperature=0.0,
-                **sampling,
+                model, processor, prompt, max_tokens=max_tokens, temperature=0.0, **media
             )
-        )  # fmt: skip
+        )
     return {"tokens": list(results[-1].token_ids), "text": "".join(r.text for r in results),
             "prompt_tokens": results[-1].prompt_tokens}  # fmt: skip

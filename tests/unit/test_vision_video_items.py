@@ -1,9 +1,17 @@
 """Video items go back where the client's video parts were, between mlx-vlm's rendered text and
-image items (worker/vision/video.py)."""
+image items, and a model without a video processor gets the stills mlx-vlm would send it
+(worker/vision/video.py)."""
 
 from __future__ import annotations
 
-from worker.vision.video import with_video_items
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.vision import mp4
+from worker.vision.video import decode_stills, with_video_items
 
 TEXT = {"type": "text", "text": "what happens?", "content": "what happens?"}
 IMAGE = {"type": "image"}
@@ -30,3 +38,21 @@ def test_a_message_without_videos_is_kept_as_rendered():
     rendered = [{"role": "user", "content": [IMAGE, TEXT]}]
     parts = {0: [{"type": "image"}, {"type": "text", "text": "what happens?"}]}
     assert with_video_items(rendered, parts) == rendered
+
+
+@pytest.mark.parametrize(("fps", "max_frames"), [(2.0, 16), (4.0, 5), (None, 3)])
+def test_stills_are_the_frames_mlx_vlm_sends_a_model_without_a_video_processor(fps, max_frames):
+    from mlx_vlm.generate.video import sample_video_frames, subsample_evenly
+
+    clip = mp4(7, frames=24, fps=6.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "clip.mp4"
+        file.write_bytes(clip)
+        frames, _ = sample_video_frames([str(file)], fps or 2.0)
+    expected = subsample_evenly(frames, max_frames)
+
+    stills = decode_stills(0, clip, fps, max_frames)
+
+    assert len(stills) == len(expected)
+    for got, want in zip(stills, expected, strict=True):
+        assert np.array_equal(np.asarray(got), np.asarray(want))

@@ -212,7 +212,7 @@ class VisionEngine:
             caps.append(Capability.IMAGE_IN)
         if self._vm.takes_audio:
             caps.append(Capability.AUDIO_IN)
-        if self._vm.takes_video:
+        if self._vm.takes_images:  # as video (Qwen-VL) or its frames as stills (the others)
             caps.append(Capability.VIDEO_IN)
         return caps
 

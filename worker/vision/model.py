@@ -97,9 +97,9 @@ class VisionModel:
     audio_sample_rate: int
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     token_texts: Any = None
-    # Video parts: where the processor itself turns frames into video inputs (Qwen-VL's video
-    # processor); mlx-vlm sends other models' videos as still images, which is not done here.
-    takes_video: bool = False
+    # Whether the processor itself turns frames into video inputs (Qwen-VL's video processor);
+    # other image models get a video's frames as still images, as mlx-vlm sends them.
+    video_processor: bool = False
 
 
 def load_vision_model(path: str) -> VisionModel:
@@ -144,6 +144,5 @@ def load_vision_model(path: str) -> VisionModel:
         audio_sample_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
         sampling_defaults=load_sampling_defaults(path),
         token_texts=TokenTexts(tokenizer),
-        takes_video=isinstance(sections.get("vision_config"), dict)
-        and processor_handles_video(processor),
+        video_processor=processor_handles_video(processor),
     )

@@ -25,13 +25,14 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from jinja2 import TemplateError
+from msgspec.structs import replace
 
-from protocol.inputs import ChatInputs, CompleteInputs, Inputs
+from protocol.inputs import VIDEO_MAX_FRAMES_DEFAULT, ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request, context_length
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
 from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 from worker.vision.model import VisionModel
-from worker.vision.video import DecodedVideo, decode_videos, with_video_items
+from worker.vision.video import DecodedVideo, decode_stills, decode_videos, with_video_items
 
 _PART_TYPES = ("text", "image", "audio", "video")
 # Keys the template call sets itself; a client may not override them.
@@ -59,6 +60,9 @@ def build_vision_inputs(vm: VisionModel, inputs: Inputs) -> VisionInputs:
         images = _decode_images(vm, inputs.images)
         audios = _decode_audios(vm, inputs.audios)
         sampling = _video_sampling(inputs, vm)
+        if sampling and not vm.video_processor:
+            inputs, images = _videos_as_stills(inputs, images, sampling)
+            sampling = []
         prompt = chat_prompt_text(vm, inputs, len(images), len(audios), len(sampling))
         videos = decode_videos(vm.processor, inputs.videos, sampling)
         return prepare(vm, prompt, images, audios, videos)
@@ -75,7 +79,7 @@ def _video_sampling(inputs: ChatInputs, vm: VisionModel) -> list[dict]:
     videos = inputs.videos
     if not isinstance(videos, list) or not all(isinstance(b, bytes) for b in videos):
         raise bad_request("videos must be a list of encoded video files")
-    if videos and not vm.takes_video:
+    if videos and not vm.takes_images:
         raise bad_request("this model does not accept video input")
     sampling = []
     for message in chat_messages(inputs):
@@ -86,6 +90,38 @@ def _video_sampling(inputs: ChatInputs, vm: VisionModel) -> list[dict]:
     if len(sampling) != len(videos):
         raise bad_request(f"the messages have {len(sampling)} video parts but {len(videos)} videos")
     return sampling
+
+
+def _videos_as_stills(
+    inputs: ChatInputs, images: list[Any], sampling: list[dict]
+) -> tuple[ChatInputs, list[Any]]:
+    """For a processor that takes no video: each video part becomes its frames as image parts,
+    in place (worker/vision/video.py decode_stills), and the images list follows the parts."""
+    pictures, stills = iter(images), iter(range(len(sampling)))
+    ordered: list[Any] = []
+    messages = []
+    for message in chat_messages(inputs):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            messages.append(message)
+            continue
+        parts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind == "image":
+                ordered.append(next(pictures, None))
+            elif kind == "video":
+                i = next(stills)
+                budget = sampling[i].get("max_frames") or VIDEO_MAX_FRAMES_DEFAULT
+                frames = decode_stills(i, inputs.videos[i], sampling[i].get("fps"), budget)
+                ordered += frames
+                parts += [{"type": "image"}] * len(frames)
+                continue
+            parts.append(part)
+        messages.append({**message, "content": parts})
+    if None in ordered or next(pictures, None) is not None:
+        raise bad_request(f"the messages' image parts do not match the {len(images)} images")
+    return replace(inputs, messages=messages, videos=[]), ordered
 
 
 def chat_prompt_text(

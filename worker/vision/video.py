@@ -18,11 +18,15 @@ the same prompt text.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from worker.runtime.errors import bad_request
 
@@ -45,7 +49,6 @@ def decode_videos(processor: Any, videos: Sequence[bytes], sampling: Sequence[di
 
 
 def _decode(processor: Any, i: int, data: bytes, overrides: dict) -> DecodedVideo:
-    import cv2
     from mlx_vlm.utils import load_video, resolve_video_sampling
 
     sampling = resolve_video_sampling(processor, overrides)
@@ -55,6 +58,46 @@ def _decode(processor: Any, i: int, data: bytes, overrides: dict) -> DecodedVide
         if getattr(component, "sample_frames_in_loader", False)
         else None
     )
+    with _clip(i, data, sampling.max_frames) as (path, _count, _rate):
+        frames, metadata = _load(i, lambda: load_video(path, sampling, frame_sampler=sampler))
+    return DecodedVideo(frames, metadata)
+
+
+def decode_stills(i: int, data: bytes, fps: float | None, max_frames: int) -> list[Any]:
+    """Video i as the still images mlx-vlm sends a model whose processor takes no video
+    (`mlx_vlm.generate.video.resolve_video_inputs`): frames sampled at `fps` (default 2) under
+    the library's sampling defaults, then at most `max_frames` of them evenly spread. Only the
+    kept frames are decoded (the same indices `load_video` and `subsample_evenly` choose)."""
+    from mlx_vlm.generate.video import subsample_evenly
+    from mlx_vlm.utils import DEFAULT_VIDEO_SAMPLING, VideoSampling, load_video
+    from PIL import Image
+
+    sampling = VideoSampling(fps=fps or 2.0).merge(DEFAULT_VIDEO_SAMPLING)
+    with _clip(i, data, max_frames) as (path, count, rate):
+        kept = subsample_evenly(_default_indices(sampling, count, rate), max_frames)
+        frames, _ = _load(
+            i, lambda: load_video(path, sampling, frame_sampler=lambda *_a, **_k: kept)
+        )
+    return [Image.fromarray(np.transpose(frame, (1, 2, 0))) for frame in frames]
+
+
+def _default_indices(sampling: Any, count: int, rate: float) -> list[int]:
+    """The frame indices `mlx_vlm.utils.load_video` samples by `fps` (its own arithmetic)."""
+    factor = sampling.frame_factor
+    low = math.ceil(sampling.min_frames / factor) * factor
+    high = math.floor(min(sampling.max_frames, count) / factor) * factor
+    n = math.floor(min(max(count / rate * sampling.fps, low), high, count) / factor) * factor
+    if not factor <= n <= count:
+        raise bad_request(f"the clip's {count} frames are too few to sample")
+    return [int(x) for x in np.linspace(0, count - 1, n).round().astype(int)]
+
+
+@contextmanager
+def _clip(i: int, data: bytes, most_frames: int | None) -> Iterator[tuple[str, int, float]]:
+    """Video i in a file of its own, its header checked against the server's bounds: (path,
+    frame count, frame rate)."""
+    import cv2
+
     with tempfile.TemporaryDirectory(prefix="vomlx-video-") as tmp:
         path = os.path.join(tmp, f"video{i}")
         with open(path, "wb") as f:
@@ -76,17 +119,22 @@ def _decode(processor: Any, i: int, data: bytes, overrides: dict) -> DecodedVide
             raise bad_request(
                 f"videos[{i}] lasts {count / rate:.0f} s: at most {MAX_SECONDS:.0f} s are accepted"
             )
-        most = min(sampling.max_frames or count, count)
+        most = min(most_frames or count, count)
         if most * pixels > MAX_SAMPLED_PIXELS:
             raise bad_request(
                 f"videos[{i}]: {most} frames of {pixels} pixels are over the server's "
                 f"{MAX_SAMPLED_PIXELS} sampled pixels; lower max_frames or the resolution"
             )
-        try:
-            frames, metadata = load_video(path, sampling, frame_sampler=sampler)
-        except (ValueError, cv2.error) as exc:
-            raise bad_request(f"videos[{i}] could not be decoded: {exc}") from None
-    return DecodedVideo(frames, metadata)
+        yield path, count, rate
+
+
+def _load(i: int, load: Callable[[], Any]) -> Any:
+    import cv2
+
+    try:
+        return load()
+    except (ValueError, cv2.error) as exc:
+        raise bad_request(f"videos[{i}] could not be decoded: {exc}") from None
 
 
 def with_video_items(messages: list[dict], parts_of: dict[int, list[dict]]) -> list[dict]:

@@ -51,11 +51,14 @@ def chat_submit(
     max_tokens: int,
     images: Sequence[bytes] = (),
     audios: Sequence[bytes] = (),
+    videos: Sequence[bytes] = (),
     logprobs: int | None = None,
 ) -> Submit:
-    """A greedy, non-streaming chat Submit about these images and audio files."""
+    """A greedy, non-streaming chat Submit about these images, audio and video files."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=logprobs)
-    inputs = ChatInputs(messages, params, images=list(images), audios=list(audios))
+    inputs = ChatInputs(
+        messages, params, images=list(images), audios=list(audios), videos=list(videos)
+    )
     return Submit(rid, inputs, stream=False)
 
 

@@ -9,8 +9,10 @@ import pytest
 from protocol.messages import ErrorCode, FinishReason, Submit
 from tests.support.vision import (
     QUESTION,
+    chat_submit,
     direct_vlm_tokens,
     mlx_vlm_message,
+    mp4,
     png,
     run_all,
 )
@@ -172,13 +174,22 @@ def test_corrupt_image_is_a_bad_request_and_the_engine_goes_on(engine):
             [png(0)],
             "only in user messages",
         ),
-        ([{"role": "user", "content": [{"type": "video"}]}], [], "must be a part of type"),
+        ([{"role": "user", "content": [{"type": "file"}]}], [], "must be a part of type"),
+        ([{"role": "user", "content": [{"type": "video"}]}], [], "1 video parts but 0 videos"),
     ],
 )
 def test_malformed_media_messages_are_bad_requests(engine, messages, images, needle):
     delta = engine.admit(submit("x", images, messages))
     assert delta.error is not None and delta.error.code == ErrorCode.BAD_REQUEST
     assert needle in delta.error.message
+
+
+def test_a_video_outside_user_messages_is_a_bad_request(engine):
+    messages = [{"role": "assistant", "content": [{"type": "video", "max_frames": 4}]},
+                {"role": "user", "content": "hi"}]  # fmt: skip
+    delta = engine.admit(chat_submit("v", messages, max_tokens=4, videos=[mp4(0)]))
+    assert delta.error is not None and delta.error.code == ErrorCode.BAD_REQUEST
+    assert "videos are accepted only in user messages" in delta.error.message
 
 
 def test_backend_auto_picks_mlx_vlm_for_vision_models_only(path):

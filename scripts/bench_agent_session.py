@@ -121,7 +121,7 @@ class Session:
             self.request = (
                 "Rename the function `parse_header` to `read_header` everywhere. After each "
                 "file a tool returns, output that whole file with the rename, and nothing else."
-            )
+            )  # `pasted` sends the files as user messages, after this same request
         self.calls, self.results, self.thoughts = [], [], []
         for k in range(turns):
             tool = rng.choice(self.tools)["function"]
@@ -281,13 +281,15 @@ def report(results: dict, variants: list[str]) -> None:
             print(f"| {k} | {prompt} | " + " | ".join(cells) + " |")
         totals = " | ".join(f"{s}: {results[s][variant]['session_s']:.1f} s" for s in sides)
         print(f"\nwhole session: {totals}")
-        print("whole turns (end of stream), output tokens, answer as the first side's:")
-        for k in range(len(first)):
-            rows = [results[s][variant]["turns"][k] for s in sides]
+        servers = [s for s in sides if s != "direct"]  # direct times prefills only
+        if servers:
+            print("whole turns (end of stream), output tokens, answer as the first side's:")
+        for k in range(len(first) if servers else 0):
+            rows = [results[s][variant]["turns"][k] for s in servers]
             print(f"  turn {k}: " + ", ".join(
-                f"{s} {r['e2e_s']:.1f} s {r.get('completion_tokens', '-')} tok"
+                f"{s} {r['e2e_s']:.1f} s {r.get('completion_tokens') or '-'} tok"
                 f"{'' if r.get('text') == rows[0].get('text') else ' (differs)'}"
-                for s, r in zip(sides, rows, strict=True)))  # fmt: skip
+                for s, r in zip(servers, rows, strict=True)))  # fmt: skip
         later = {s: statistics.median(r["ttft_s"] for r in results[s][variant]["turns"][1:])
                  for s in sides}  # fmt: skip
         print("median TTFT of turns 1..: " + ", ".join(f"{s} {v:.3f} s" for s, v in later.items()))

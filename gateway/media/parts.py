@@ -25,6 +25,7 @@ CAPABILITY = {"image": "image_in", "audio": "audio_in", "video": "video_in"}
 # frames are taken at `fps` (default: the model's video processor's, 2 for Qwen-VL) and at most
 # `max_frames` of them, evenly spread over the clip.
 VIDEO_MAX_FRAMES_LIMIT = 64
+VIDEO_PARTS_LIMIT = 4  # a request's video parts
 VIDEO_FPS_LIMIT = 30.0
 DETAILS = ("auto", "low", "high")
 # Anthropic's accepted image types.
@@ -148,6 +149,8 @@ def openai_video_url(part: dict, path: str, media: MediaCollector) -> dict[str, 
     _keys(part, ("type", "video_url"), path)
     video = _url_object(part, "video_url", path, ("url", "fps", "max_frames"))
     url = _string(video, "url", f"{path}.video_url")
+    if sum(item.kind == "video" for item in media.items) >= VIDEO_PARTS_LIMIT:
+        raise invalid(path, f"`{path}`: a request holds at most {VIDEO_PARTS_LIMIT} video parts")
     sampling: dict[str, Any] = {}
     fps = video.get("fps")
     if fps is not None:

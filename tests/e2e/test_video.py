@@ -128,8 +128,22 @@ def test_a_bad_video_is_a_400_naming_it_and_the_worker_serves_on(
 
 
 def test_a_video_longer_than_the_cap_is_a_400(vision_server, vision_path):
-    clip = mp4(5, frames=4, fps=0.002)  # 4 frames over 2,000 s
+    clip = mp4(5, frames=4, fps=0.005)  # 4 frames over 800 s
     response = _bad(vision_server, vision_path,
                     {"type": "video_url", "video_url": {"url": _url(clip)}})  # fmt: skip
     assert response.status_code == 400, response.text
-    assert "at most 1800 s" in response.json()["error"]["message"]
+    assert "at most 600 s" in response.json()["error"]["message"]
+
+
+def test_a_request_whose_videos_hold_too_many_pixels_is_a_400(vision_server, vision_path):
+    clip = mp4(0, frames=64, size=(1280, 720), noise=False)  # 64 x 921,600 pixels each
+    parts = [{"type": "video_url", "video_url": {"url": _url(clip), "max_frames": 64}}] * 3
+    body = {"model": model_name(vision_path), "max_tokens": 4,
+            "messages": [{"role": "user", "content": [*parts, {"type": "text", "text": "hi"}]}]}  # fmt: skip
+    response = httpx.post(
+        f"{vision_server.url}/v1/chat/completions", json=body, headers=vision_server.headers,
+        timeout=60,
+    )  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert "videos[2]" in response.json()["error"]["message"]
+    assert "sampled pixels a request" in response.json()["error"]["message"]

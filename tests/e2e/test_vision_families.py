@@ -80,9 +80,10 @@ def test_streamed_two_image_chat_equals_direct_mlx_vlm(family):
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected.text
 
 
-def test_video_chat_equals_direct_mlx_vlm(family):
+@pytest.mark.parametrize("seed", [6, 8])  # the second clip must not get the first one's state
+def test_video_chat_equals_direct_mlx_vlm(family, seed):
     server, path = family
-    clip = mp4(6, frames=10)
+    clip = mp4(seed, frames=10)
     # Where mlx-vlm's own prompt puts them: a video before the text, stills after it.
     first = "gemma3" not in path
     message = openai_video_message("What happens here?", clip, first, fps=3.0, max_frames=6)

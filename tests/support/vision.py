@@ -120,9 +120,16 @@ def vision_submit(
     return chat_submit(rid, messages, images=images, max_tokens=max_tokens, logprobs=logprobs)
 
 
-def mp4(seed: int, frames: int = 8, size: tuple[int, int] = (64, 48), fps: float = 4.0) -> bytes:
-    """A deterministic clip of noise frames of `size` (width, height), MPEG-4 in an MP4 file
-    (OpenCV's writer, the library mlx-vlm reads videos with)."""
+def mp4(
+    seed: int,
+    frames: int = 8,
+    size: tuple[int, int] = (64, 48),
+    fps: float = 4.0,
+    noise: bool = True,
+) -> bytes:
+    """A deterministic clip of noise frames (else black ones, which compress to almost nothing)
+    of `size` (width, height), MPEG-4 in an MP4 file (OpenCV's writer, the library mlx-vlm
+    reads videos with)."""
     import tempfile
     from pathlib import Path
 
@@ -133,7 +140,10 @@ def mp4(seed: int, frames: int = 8, size: tuple[int, int] = (64, 48), fps: float
         path = str(Path(tmp) / "clip.mp4")
         writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
         for _ in range(frames):
-            writer.write(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+            shape = (size[1], size[0], 3)
+            writer.write(
+                rng.integers(0, 256, shape, dtype=np.uint8) if noise else np.zeros(shape, np.uint8)
+            )
         writer.release()
         return Path(path).read_bytes()
 

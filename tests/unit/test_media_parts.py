@@ -93,6 +93,13 @@ def test_video_parts_carry_their_frame_sampling_in_place():
     ]
 
 
+def test_a_request_holds_at_most_four_video_parts():
+    with pytest.raises(APIError) as info:
+        chat([{"role": "user", "content": [VIDEO] * 5}], [*VISION, "video_in"])
+    assert info.value.param == "messages[0].content[4]"
+    assert "at most 4 video parts" in info.value.message
+
+
 @pytest.mark.parametrize(
     "capabilities, part, kind",
     [(["chat"], IMG_A, "image"), (VISION, AUDIO, "audio"), (OMNI, VIDEO, "video")],

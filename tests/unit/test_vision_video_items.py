@@ -11,10 +11,14 @@ import numpy as np
 import pytest
 
 from tests.support.vision import mp4
-from worker.vision.video import decode_stills, with_video_items
+from worker.runtime.errors import RequestError
+from worker.vision.video import PixelBudget, decode_stills, with_video_items
 
-TEXT = {"type": "text", "text": "what happens?", "content": "what happens?"}
 IMAGE = {"type": "image"}
+
+
+def text(t: str) -> dict:
+    return {"type": "text", "text": t, "content": t}  # mlx-vlm's text item
 
 
 def test_videos_go_back_in_place_and_other_messages_are_untouched():
@@ -26,16 +30,43 @@ def test_videos_go_back_in_place_and_other_messages_are_untouched():
         {"type": "video"},
         {"type": "text", "text": "what happens?"},
     ]
-    first = {"type": "text", "text": "first", "content": "first"}
     system = {"role": "system", "content": "be brief"}
-    rendered = [system, {"role": "user", "content": [first, IMAGE, TEXT]}]
+    rendered = [system, {"role": "user", "content": [text("first"), IMAGE, text("what happens?")]}]
     out = with_video_items(rendered, {1: parts})
     assert out[0] is system
-    assert out[1]["content"] == [first, {"type": "video"}, IMAGE, {"type": "video"}, TEXT]
+    assert out[1]["content"] == [
+        text("first"),
+        {"type": "video"},
+        IMAGE,
+        {"type": "video"},
+        text("what happens?"),
+    ]
+
+
+def test_texts_mlx_vlm_merged_around_a_video_stay_apart():
+    # Without an image in the message mlx-vlm renders its texts as one item.
+    parts = [{"type": "text", "text": "A"}, {"type": "video"}, {"type": "text", "text": "B"}]
+    rendered = [{"role": "user", "content": [text("A B")]}]
+    assert with_video_items(rendered, {0: parts})[0]["content"] == [
+        text("A"),
+        {"type": "video"},
+        text("B"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [("flat text", "cannot place video parts"),
+     ([{"type": "audio"}, text("hi")], "together with audio parts")],
+)  # fmt: skip
+def test_a_rendering_that_cannot_hold_the_video_is_a_bad_request(content, needle):
+    parts = [{"type": "video"}, {"type": "text", "text": "hi"}]
+    with pytest.raises(RequestError, match=needle):
+        with_video_items([{"role": "user", "content": content}], {0: parts})
 
 
 def test_a_message_without_videos_is_kept_as_rendered():
-    rendered = [{"role": "user", "content": [IMAGE, TEXT]}]
+    rendered = [{"role": "user", "content": [IMAGE, text("what happens?")]}]
     parts = {0: [{"type": "image"}, {"type": "text", "text": "what happens?"}]}
     assert with_video_items(rendered, parts) == rendered
 
@@ -51,7 +82,7 @@ def test_stills_are_the_frames_mlx_vlm_sends_a_model_without_a_video_processor(f
         frames, _ = sample_video_frames([str(file)], fps or 2.0)
     expected = subsample_evenly(frames, max_frames)
 
-    stills = decode_stills(0, clip, fps, max_frames)
+    stills = decode_stills(0, clip, fps, max_frames, PixelBudget())
 
     assert len(stills) == len(expected)
     for got, want in zip(stills, expected, strict=True):

@@ -35,7 +35,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from protocol.inputs import Op
+from protocol.inputs import ChatInputs, Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
@@ -243,26 +243,28 @@ class VisionEngine:
                 "request %s could not start", submit.request_id, extra=named(submit.request_id)
             )
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
+        # Video requests skip every cache: the feature cache's encoders are written for images,
+        # and a video's stills would share the conversation key of a request without them.
+        video = bool(submit.inputs.videos) if isinstance(submit.inputs, ChatInputs) else False
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
             "logits_processors": request.logits_processors or None,
-            # max_size 0 (--vision-cache-entries 0): every request encodes its images. Video
-            # requests bypass every cache: the feature cache's encoders are written for images.
+            # max_size 0 (--vision-cache-entries 0): every request encodes its images.
             "vision_cache": self.vision_cache
-            if self.vision_cache.max_size > 0 and not inputs.videos
+            if self.vision_cache.max_size > 0 and not video
             else None,
             # mlx-vlm's APC knows image and video placeholder tokens but not audio ones: on a
             # hit it trims the prompt yet keeps the audio features, which then no longer fit
             # (an error for Qwen3-Omni). Audio prompts therefore bypass it.
-            "apc_manager": None if inputs.audios or inputs.videos else self.apc_manager,
+            "apc_manager": None if inputs.audios or video else self.apc_manager,
         }
         if self._prefill_step_size is not None:
             kwargs["prefill_step_size"] = self._prefill_step_size
         generation = VisionGeneration(request, inputs, kwargs)
         # Conversations with images continue from their own KV cache (worker/vision/turns.py);
         # audio ones cannot, for the reason above.
-        if inputs.images and not inputs.audios and not inputs.videos and self.turns.enabled:
+        if inputs.images and not inputs.audios and not video and self.turns.enabled:
             generation.lease = self.turns.take(media_key(submit.inputs.images), inputs.token_ids)
             kwargs["prompt_cache_state"] = generation.lease.state
         self._active[submit.request_id] = generation

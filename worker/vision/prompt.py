@@ -32,13 +32,20 @@ from worker.runtime.errors import bad_request, context_length
 from worker.text.prompts import chat_messages, chat_tools, template_kwargs
 from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 from worker.vision.model import VisionModel
-from worker.vision.video import DecodedVideo, decode_stills, decode_videos, with_video_items
+from worker.vision.video import (
+    DecodedVideo,
+    PixelBudget,
+    decode_stills,
+    decode_videos,
+    with_video_items,
+)
 
 _PART_TYPES = ("text", "image", "audio", "video")
 # Keys the template call sets itself; a client may not override them.
 _RESERVED_TEMPLATE_KWARGS = frozenset(
     {"conversation", "messages", "add_generation_prompt", "tokenize", "return_dict", "tools"}
     | {"num_images", "num_audios", "return_messages", "prompt", "config", "processor"}
+    | {"video", "fps", "max_pixels"}  # mlx-vlm would add video items the request has no file for
 )
 
 
@@ -97,10 +104,10 @@ def _videos_as_stills(
 ) -> tuple[ChatInputs, list[Any]]:
     """For a processor that takes no video: each video part becomes its frames as image parts,
     in place (worker/vision/video.py decode_stills), and the images list follows the parts."""
-    pictures, stills = iter(images), iter(range(len(sampling)))
+    pictures, stills, budget = iter(images), iter(range(len(sampling))), PixelBudget()
     ordered: list[Any] = []
     messages = []
-    for message in chat_messages(inputs):
+    for m, message in enumerate(chat_messages(inputs)):
         content = message.get("content") if isinstance(message, Mapping) else None
         if not isinstance(content, list):
             messages.append(message)
@@ -111,9 +118,12 @@ def _videos_as_stills(
             if kind == "image":
                 ordered.append(next(pictures, None))
             elif kind == "video":
+                if message.get("role") != "user":
+                    raise bad_request(f"messages[{m}]: videos are accepted only in user messages")
                 i = next(stills)
-                budget = sampling[i].get("max_frames") or VIDEO_MAX_FRAMES_DEFAULT
-                frames = decode_stills(i, inputs.videos[i], sampling[i].get("fps"), budget)
+                frame_budget = sampling[i].get("max_frames") or VIDEO_MAX_FRAMES_DEFAULT
+                fps = sampling[i].get("fps")
+                frames = decode_stills(i, inputs.videos[i], fps, frame_budget, budget)
                 ordered += frames
                 parts += [{"type": "image"}] * len(frames)
                 continue

@@ -7,7 +7,9 @@ Frames: `mlx_vlm.utils.load_video` on the file (OpenCV's FFmpeg backend), with t
 and their `VideoMetadata` then go to `prepare_inputs` as already-decoded videos, which is what
 it does with a path itself: the same pixels and timestamps as `stream_generate(..., video=path)`.
 Before decoding, the clip's header is read and refused by name when it is longer than
-`MAX_SECONDS` or its sampled frames would hold more than `MAX_SAMPLED_PIXELS`.
+`MAX_SECONDS`, or when the request's sampled frames would hold more than `MAX_SAMPLED_PIXELS`
+(one budget for all of a request's videos). Decoding runs on the MLX thread as the request is
+admitted, as image decoding does.
 
 Prompt: mlx-vlm's `apply_chat_template(..., video=paths)` puts a video item first in a message
 and drops video items given as parts, so the messages are built with `return_messages=True`
@@ -30,8 +32,24 @@ import numpy as np
 
 from worker.runtime.errors import bad_request
 
-MAX_SECONDS = 1800.0
-MAX_SAMPLED_PIXELS = 1 << 27  # frames x width x height before the processor resizes (~400 MB)
+MAX_SECONDS = 600.0
+MAX_SAMPLED_PIXELS = 1 << 27  # a request's frames x width x height before resizing (~400 MB)
+
+
+class PixelBudget:
+    """What is left of a request's `MAX_SAMPLED_PIXELS` as its videos are decoded."""
+
+    def __init__(self) -> None:
+        self.left = MAX_SAMPLED_PIXELS
+
+    def take(self, i: int, frames: int, pixels: int) -> None:
+        if frames * pixels > self.left:
+            raise bad_request(
+                f"videos[{i}]: {frames} frames of {pixels} pixels are over what is left of the "
+                f"server's {MAX_SAMPLED_PIXELS} sampled pixels a request; lower max_frames, "
+                "the resolution or the number of videos"
+            )
+        self.left -= frames * pixels
 
 
 @dataclass
@@ -42,13 +60,16 @@ class DecodedVideo:
 
 def decode_videos(processor: Any, videos: Sequence[bytes], sampling: Sequence[dict]) -> list:
     """Each video's sampled frames; `sampling[i]` holds video i's "fps" / "max_frames"."""
+    budget = PixelBudget()
     return [
-        _decode(processor, i, data, dict(s))
+        _decode(processor, i, data, dict(s), budget)
         for i, (data, s) in enumerate(zip(videos, sampling, strict=True))
     ]
 
 
-def _decode(processor: Any, i: int, data: bytes, overrides: dict) -> DecodedVideo:
+def _decode(
+    processor: Any, i: int, data: bytes, overrides: dict, budget: PixelBudget
+) -> DecodedVideo:
     from mlx_vlm.utils import load_video, resolve_video_sampling
 
     sampling = resolve_video_sampling(processor, overrides)
@@ -58,12 +79,14 @@ def _decode(processor: Any, i: int, data: bytes, overrides: dict) -> DecodedVide
         if getattr(component, "sample_frames_in_loader", False)
         else None
     )
-    with _clip(i, data, sampling.max_frames) as (path, _count, _rate):
+    with _clip(i, data, sampling.max_frames, budget) as (path, _count, _rate):
         frames, metadata = _load(i, lambda: load_video(path, sampling, frame_sampler=sampler))
     return DecodedVideo(frames, metadata)
 
 
-def decode_stills(i: int, data: bytes, fps: float | None, max_frames: int) -> list[Any]:
+def decode_stills(
+    i: int, data: bytes, fps: float | None, max_frames: int, budget: PixelBudget
+) -> list[Any]:
     """Video i as the still images mlx-vlm sends a model whose processor takes no video
     (`mlx_vlm.generate.video.resolve_video_inputs`): frames sampled at `fps` (default 2) under
     the library's sampling defaults, then at most `max_frames` of them evenly spread. Only the
@@ -73,7 +96,7 @@ def decode_stills(i: int, data: bytes, fps: float | None, max_frames: int) -> li
     from PIL import Image
 
     sampling = VideoSampling(fps=fps or 2.0).merge(DEFAULT_VIDEO_SAMPLING)
-    with _clip(i, data, max_frames) as (path, count, rate):
+    with _clip(i, data, max_frames, budget) as (path, count, rate):
         kept = subsample_evenly(_default_indices(sampling, count, rate), max_frames)
         frames, _ = _load(
             i, lambda: load_video(path, sampling, frame_sampler=lambda *_a, **_k: kept)
@@ -93,7 +116,9 @@ def _default_indices(sampling: Any, count: int, rate: float) -> list[int]:
 
 
 @contextmanager
-def _clip(i: int, data: bytes, most_frames: int | None) -> Iterator[tuple[str, int, float]]:
+def _clip(
+    i: int, data: bytes, most_frames: int | None, budget: PixelBudget
+) -> Iterator[tuple[str, int, float]]:
     """Video i in a file of its own, its header checked against the server's bounds: (path,
     frame count, frame rate)."""
     import cv2
@@ -119,12 +144,7 @@ def _clip(i: int, data: bytes, most_frames: int | None) -> Iterator[tuple[str, i
             raise bad_request(
                 f"videos[{i}] lasts {count / rate:.0f} s: at most {MAX_SECONDS:.0f} s are accepted"
             )
-        most = min(most_frames or count, count)
-        if most * pixels > MAX_SAMPLED_PIXELS:
-            raise bad_request(
-                f"videos[{i}]: {most} frames of {pixels} pixels are over the server's "
-                f"{MAX_SAMPLED_PIXELS} sampled pixels; lower max_frames or the resolution"
-            )
+        budget.take(i, min(most_frames or count, count), pixels)
         yield path, count, rate
 
 
@@ -138,24 +158,35 @@ def _load(i: int, load: Callable[[], Any]) -> Any:
 
 
 def with_video_items(messages: list[dict], parts_of: dict[int, list[dict]]) -> list[dict]:
-    """mlx-vlm's rendered `messages` with each message's video items put back in place:
-    `parts_of[i]` is message i's contract parts (text / image / video), whose non-video parts
-    line up with the rendered ones (mlx-vlm keeps text and image parts in order, skipping
-    empty texts)."""
+    """mlx-vlm's rendered `messages`, each message holding video parts rebuilt from the client's
+    parts in their order, with mlx-vlm's own text and image items and a video item (mlx-vlm
+    merges a message's texts when it holds no image, and drops video parts). A message whose
+    rendering is not a list of items, or carries audio items, cannot hold a video here."""
+    from mlx_vlm.prompt_utils import MessageBuilder
+
     out = []
     for i, message in enumerate(messages):
         parts = parts_of.get(i)
-        content = message.get("content")
         if not parts or not any(p["type"] == "video" for p in parts):
             out.append(message)
             continue
-        rendered = list(content) if isinstance(content, list) else []
-        placed: list[Any] = []
+        content = message.get("content")
+        if not isinstance(content, list) or any(
+            isinstance(item, dict) and item.get("type") == "audio" for item in content
+        ):
+            raise bad_request(
+                f"messages[{i}]: this model's messages cannot hold video parts together with "
+                "audio parts"
+                if isinstance(content, list)
+                else f"messages[{i}]: this model's chat format cannot place video parts"
+            )
+        items: list[dict] = []
         for part in parts:
             if part["type"] == "video":
-                placed.append({"type": "video"})
-            elif part["type"] == "image" or part.get("text"):
-                if rendered:
-                    placed.append(rendered.pop(0))
-        out.append({**message, "content": placed + rendered})
+                items.append({"type": "video"})
+            elif part["type"] == "image":
+                items.append(MessageBuilder.image_message())
+            elif part.get("text"):
+                items.append(MessageBuilder.text_message(part["text"]))
+        out.append({**message, "content": items})
     return out

@@ -162,7 +162,7 @@ def openai_video_url(part: dict, path: str, media: MediaCollector) -> dict[str, 
         sampling["fps"] = float(fps)
     frames = video.get("max_frames", VIDEO_MAX_FRAMES_DEFAULT)
     if (
-        _not_number(frames)
+        isinstance(frames, bool)
         or not isinstance(frames, int)
         or not 2 <= frames <= VIDEO_MAX_FRAMES_LIMIT
     ):

@@ -70,7 +70,7 @@ def build_vision_inputs(vm: VisionModel, inputs: Inputs) -> VisionInputs:
         if sampling and not vm.video_processor:
             inputs, images = _videos_as_stills(inputs, images, sampling)
             sampling = []
-        prompt = chat_prompt_text(vm, inputs, len(images), len(audios), len(sampling))
+        prompt = chat_prompt_text(vm, inputs, len(images), len(audios))
         videos = decode_videos(vm.processor, inputs.videos, sampling)
         return prepare(vm, prompt, images, audios, videos)
     if isinstance(inputs, CompleteInputs):
@@ -134,13 +134,11 @@ def _videos_as_stills(
     return replace(inputs, messages=messages, videos=[]), ordered
 
 
-def chat_prompt_text(
-    vm: VisionModel, inputs: ChatInputs, n_images: int, n_audios: int, n_videos: int = 0
-) -> str:
+def chat_prompt_text(vm: VisionModel, inputs: ChatInputs, n_images: int, n_audios: int) -> str:
     """The chat prompt mlx-vlm's apply_chat_template renders for these messages."""
     from mlx_vlm.prompt_utils import apply_chat_template
 
-    converted = _convert_messages(chat_messages(inputs), n_images, n_audios, n_videos)
+    converted = _convert_messages(chat_messages(inputs), n_images, n_audios)
     kwargs = template_kwargs(inputs, _RESERVED_TEMPLATE_KWARGS)
     tools = chat_tools(inputs)
     if tools and not template_renders_tools(vm.tokenizer):
@@ -156,7 +154,7 @@ def chat_prompt_text(
     if tools:
         kwargs["tools"] = list(tools)
     try:
-        if n_videos:
+        if inputs.videos:  # the parts were counted against them (_video_sampling)
             prompt = _prompt_with_videos(vm, converted, n_images, n_audios, kwargs)
         else:
             prompt = apply_chat_template(
@@ -205,12 +203,11 @@ def _tool_turn_after_last_user(messages: list[dict]) -> bool:
     return "tool" in roles[last_user + 1 :]
 
 
-def _convert_messages(
-    messages: list[Any], n_images: int, n_audios: int, n_videos: int = 0
-) -> list[dict]:
-    """Contract messages -> mlx-vlm's message dicts; checks parts against the media lists."""
+def _convert_messages(messages: list[Any], n_images: int, n_audios: int) -> list[dict]:
+    """Contract messages -> mlx-vlm's message dicts; checks parts against the media lists (the
+    video parts were counted by _video_sampling)."""
     converted: list[dict] = []
-    images = audios = videos = 0
+    images = audios = 0
     last_user = max(
         (i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "user"),
         default=-1,
@@ -226,12 +223,10 @@ def _convert_messages(
             content = ""
         if isinstance(content, list):
             parts, n_img, n_aud = _convert_parts(i, content)
-            n_vid = sum(p["type"] == "video" for p in parts)
             if n_img and message["role"] != "user":
                 raise bad_request(f"messages[{i}]: images are accepted only in user messages")
-            if n_vid and message["role"] != "user":
+            if message["role"] != "user" and any(p["type"] == "video" for p in parts):
                 raise bad_request(f"messages[{i}]: videos are accepted only in user messages")
-            videos += n_vid
             if n_aud and i != last_user:
                 raise bad_request(f"messages[{i}]: audio is accepted only in the last user message")
             images, audios = images + n_img, audios + n_aud
@@ -245,8 +240,6 @@ def _convert_messages(
         raise bad_request(f"the messages have {images} image parts but {n_images} images")
     if audios != n_audios:
         raise bad_request(f"the messages have {audios} audio parts but {n_audios} audio files")
-    if videos != n_videos:
-        raise bad_request(f"the messages have {videos} video parts but {n_videos} videos")
     return converted
 
 

@@ -15,6 +15,9 @@ import pytest
 from tests.support.server import model_name, openai_client
 
 MESSAGES = [{"role": "user", "content": "Tell me about the sea."}]
+# Long enough that the first phrase's audio comes while the text still streams, even on a
+# loaded machine with speculation speeding the text (600 tokens lost that race once in 5 runs).
+ANSWER_TOKENS = 1500
 AUDIO = {"voice": "vivian", "format": "wav"}
 
 
@@ -46,7 +49,7 @@ def test_a_streamed_spoken_answer_sends_audio_while_its_text_still_comes(full_se
     model = model_name(qwen3_path)
     events, pcm, ids = [], b"", []
     for chunk in client.chat.completions.create(
-        model=model, messages=MESSAGES, max_tokens=600, temperature=0, stream=True,
+        model=model, messages=MESSAGES, max_tokens=ANSWER_TOKENS, temperature=0, stream=True,
         modalities=["text", "audio"], audio={"voice": "vivian", "format": "pcm16"},
     ):  # fmt: skip
         if not chunk.choices or chunk.choices[0].delta.audio is None:
@@ -60,7 +63,7 @@ def test_a_streamed_spoken_answer_sends_audio_while_its_text_still_comes(full_se
             pcm += base64.b64decode(audio["data"])
             events.append(("audio", None))
     transcript = "".join(text for kind, text in events if kind == "text")
-    assert transcript == _plain(client, model, 600)
+    assert transcript == _plain(client, model, ANSWER_TOKENS)
     assert len(ids) == 1 and len(pcm) > 0 and len(pcm) % 2 == 0
     kinds = [kind for kind, _ in events]
     last_text = len(kinds) - 1 - kinds[::-1].index("text")

@@ -148,7 +148,9 @@ CHAT = RequestSchema(
             RESPONSE_FORMAT, "JSON output, enforced by constrained decoding."
         ),
         "reasoning_effort": s.string(
-            "none / minimal turn the template's thinking off, the others on.", EFFORTS
+            "none / minimal turn the template's thinking off, the others on; passed to the "
+            "template as `reasoning_effort` (GPT-OSS's Reasoning: low / medium / high).",
+            EFFORTS,
         ),
         **SAMPLING,
         **VLLM_STRUCTURED,
@@ -192,6 +194,7 @@ def _template_kwargs(body: dict) -> dict[str, Any]:
     if effort is not None:
         # The template's own switch; an explicit chat_template_kwargs value wins.
         kwargs.setdefault("enable_thinking", effort not in NO_THINKING_EFFORTS)
+        kwargs.setdefault("reasoning_effort", effort)  # what GPT-OSS's template reads
     return kwargs
 
 

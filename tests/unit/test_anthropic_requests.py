@@ -202,6 +202,16 @@ def test_output_config_format_becomes_a_json_schema_constraint():
     )
 
 
+def test_output_config_effort_reaches_the_template_as_reasoning_effort():
+    assert inputs(output_config={"effort": "high"}).chat_template_kwargs == {
+        "reasoning_effort": "high"
+    }
+    own = {"chat_template_kwargs": {"reasoning_effort": "low"}}
+    assert inputs(output_config={"effort": "high"}, **own).chat_template_kwargs == {
+        "reasoning_effort": "low"
+    }
+
+
 def test_fields_the_sdk_sends_are_accepted():
     create(
         metadata={"user_id": "u"},

@@ -131,12 +131,18 @@ def test_tool_call_arguments_given_as_an_object_become_json_text():
 @pytest.mark.parametrize("effort, thinking", [("none", False), ("minimal", False), ("high", True)])
 def test_reasoning_effort_switches_the_templates_thinking(effort, thinking):
     kwargs = chat(reasoning_effort=effort).inputs.chat_template_kwargs
-    assert kwargs == {"enable_thinking": thinking}
+    assert kwargs == {"enable_thinking": thinking, "reasoning_effort": effort}
 
 
-def test_explicit_enable_thinking_wins_over_reasoning_effort():
-    kwargs = chat(reasoning_effort="high", chat_template_kwargs={"enable_thinking": False})
-    assert kwargs.inputs.chat_template_kwargs == {"enable_thinking": False}
+def test_explicit_template_kwargs_win_over_reasoning_effort():
+    kwargs = chat(
+        reasoning_effort="high",
+        chat_template_kwargs={"enable_thinking": False, "reasoning_effort": "low"},
+    )
+    assert kwargs.inputs.chat_template_kwargs == {
+        "enable_thinking": False,
+        "reasoning_effort": "low",
+    }
 
 
 def test_unknown_reasoning_effort_is_rejected():

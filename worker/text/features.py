@@ -37,10 +37,13 @@ from worker.runtime.errors import bad_request
 from worker.text.parsers import hermes
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.families import ToolFormat
-from worker.text.parsers.output import OutputParser
+from worker.text.parsers.harmony import HarmonyParser
+from worker.text.parsers.output import OutputParser, ResponseParser
 from worker.text.parsers.reasoning import ReasoningFormat, ReasoningParser
 from worker.text.parsers.registry import (
+    HARMONY,
     OFF,
+    detect_harmony,
     detect_reasoning_format,
     detect_tool_format,
     reasoning_format,
@@ -54,6 +57,7 @@ __all__ = [
     "ModelFeatures",
     "OutputParser",
     "ParsedDelta",
+    "ResponseParser",
     "RequestFeatures",
     "build_features",
     "configure",
@@ -70,7 +74,7 @@ _PROMPT_TAIL_TOKENS = 24  # enough to see whether the prompt ends inside a think
 @dataclass(slots=True)
 class RequestFeatures:
     logits_processors: list[LogitsProcessor] = field(default_factory=list)
-    parser: OutputParser = field(default_factory=OutputParser)
+    parser: ResponseParser = field(default_factory=OutputParser)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class ModelFeatures:
     reasoning: ReasoningFormat | None = None
     tools: ToolFormat | None = None
     think_ids: tuple[int, int] | None = None  # single-token reasoning markers, for the gate
+    # OpenAI's harmony (GPT-OSS): channels carry reasoning, calls and content alike, so one
+    # parser reads them all (worker/text/parsers/harmony.py); `reasoning` and `tools` are None.
+    harmony: bool = False
 
 
 _lock = threading.Lock()
@@ -102,11 +109,14 @@ def configure(
     request does not wait for it.
     """
     features = _decide(reasoning_parser, tool_call_parser, tokenizer, chat_template)
-    log.info(
-        "reasoning parser: %s; tool-call parser: %s",
-        features.reasoning.name if features.reasoning else "none",
-        features.tools.name if features.tools else "none",
-    )
+    if features.harmony:
+        log.info("reasoning and tool-call parser: harmony")
+    else:
+        log.info(
+            "reasoning parser: %s; tool-call parser: %s",
+            features.reasoning.name if features.reasoning else "none",
+            features.tools.name if features.tools else "none",
+        )
     with _lock:
         _features[tokenizer] = features
     if warm:
@@ -147,6 +157,10 @@ def build_features(
     chat = isinstance(inputs, ChatInputs)
     sampling = inputs.sampling
     options = RequestOptions.of(inputs) if chat else RequestOptions()
+    if model.harmony:
+        if isinstance(inputs, ChatInputs):
+            return _harmony_features(tokenizer, model, options, inputs)
+        model = replace(model, harmony=False)  # a completion's text is the model's, as is
     reasoning = model.reasoning if chat and options.thinking else None
     starts_inside = False
     if reasoning is not None:
@@ -177,6 +191,31 @@ def build_features(
         ReasoningParser(reasoning, starts_inside) if reasoning is not None else None,
         tool_parser,
         cut_short=(lambda: processor.closed_out) if processor is not None else None,
+    )
+    return RequestFeatures([processor] if processor is not None else [], parser)
+
+
+def _harmony_features(
+    tokenizer: Any, model: ModelFeatures, options: RequestOptions, inputs: ChatInputs
+) -> RequestFeatures:
+    """A chat on a harmony model: calls parsed unless tool_choice is "none", and reasoning
+    always (its analysis channel is never content, whatever the thinking switch says)."""
+    from worker.text.constraints.plan import plan_constraint
+
+    context = None
+    if options.tools and options.tool_choice != "none":
+        context = ToolContext.of(options.tools, options.parallel and options.named is None)
+    processor = plan_constraint(
+        tokenizer,
+        model,
+        options,
+        inputs.sampling.constraint,
+        reasoning_open=True,
+        starts_inside=False,
+        max_tokens=inputs.sampling.max_tokens,
+    )
+    parser = HarmonyParser(
+        context, cut_short=(lambda: processor.closed_out) if processor is not None else None
     )
     return RequestFeatures([processor] if processor is not None else [], parser)
 
@@ -229,6 +268,11 @@ def _decide(
 ) -> ModelFeatures:
     template = chat_template if chat_template is not None else _template_text(tokenizer)
     vocab = tokenizer.get_vocab()
+    names = (reasoning_name, tool_name)
+    if any(name in HARMONY for name in names) or (
+        all(name in (None, "auto") for name in names) and detect_harmony(template, vocab)
+    ):
+        return ModelFeatures(harmony=True)
     if reasoning_name in OFF:
         reasoning = None
     elif reasoning_name in (None, "auto"):

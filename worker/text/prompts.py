@@ -9,9 +9,11 @@ Chats with tools: the tools go to the template as `tools` (they are rendered als
 tool_choice "none", as vLLM does: the model sees them, the server just does not parse calls);
 an assistant turn's `tool_calls` get their `arguments` decoded from the JSON text the API
 carries into the object most templates expect (Qwen's accepts either, Llama's `tojson`s it),
-and its `reasoning_content` reaches templates that render earlier thinking. A `developer`
+and its `reasoning_content` reaches templates that render earlier thinking (also as `thinking`,
+the name GPT-OSS's template reads). A `developer`
 turn is a system turn. A template that cannot render tools gets them in the messages instead
-(worker/text/tool_fallback.py): tools are never accepted and left unseen.
+(worker/text/tool_fallback.py): tools are never accepted and left unseen. GPT-OSS's template
+needs a description on every tool: one without gets an empty one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from worker.runtime.errors import bad_request, context_length
+from worker.text.parsers.registry import detect_harmony
 from worker.text.prompt_size import PromptBudget
 from worker.text.tool_fallback import template_renders_tools, with_tools_in_messages
 
@@ -168,6 +171,8 @@ def chat_prompt_tokens(
     if tools and not template_renders_tools(tokenizer):
         # The template would drop them unseen: they go into the messages (tool_fallback.py).
         messages, tools = with_tools_in_messages(messages, tools), []
+    elif tools and detect_harmony(tokenizer.chat_template, tokenizer.get_vocab()):
+        tools = [_described(tool) for tool in tools]
     try:
         return build_chat_prompt(
             tokenizer,
@@ -203,6 +208,16 @@ def chat_tools(inputs: ChatInputs) -> list[Mapping[str, Any]]:
     return tools
 
 
+def _described(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The tool with an empty description where it has none: GPT-OSS's template writes every
+    tool's description unconditionally (it fails on a tool without one), and OpenAI's harmony
+    renderer treats a missing description as empty."""
+    function = tool["function"]
+    if "description" in function:
+        return tool
+    return {**tool, "function": {**function, "description": ""}}
+
+
 def _check_message(i: int, message: Any) -> None:
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
         raise bad_request(f"messages[{i}] must be an object with a string 'role'")
@@ -225,6 +240,10 @@ def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
     """The message as chat templates expect it (see the module docstring)."""
     if message.get("role") == "developer":
         message = {**message, "role": "system"}
+    reasoning = message.get("reasoning_content")
+    if reasoning and "thinking" not in message:
+        # GPT-OSS's template renders earlier thinking from `thinking` (as its analysis message).
+        message = {**message, "thinking": reasoning}
     tool_calls = message.get("tool_calls")
     if not tool_calls:
         return message

@@ -23,7 +23,7 @@ import mlx.core as mx
 from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, TokenLogprob, Usage
 from worker.runtime.errors import bad_request
-from worker.text.features import OutputParser, ParsedDelta, build_features
+from worker.text.features import ParsedDelta, ResponseParser, build_features
 from worker.text.prompts import prompt_for
 from worker.text.sampling import (
     make_request_logits_processors,
@@ -74,7 +74,7 @@ class TextRequest:
     eos_token_ids: frozenset[int]
     detokenizer: Any
     stops: StopStringMatcher
-    parser: OutputParser
+    parser: ResponseParser
     logprobs: int | None = None
     token_texts: Callable[[int], str] = str
     # Some processors come from the output features (constraints, thinking budget): they keep

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from worker.tiny_models import (
     embedding,
     gemma3,
+    gpt_oss,
     kokoro,
     omni,
     scripted,
@@ -43,6 +44,14 @@ ARCHS: Mapping[str, Arch] = {
         text.llama_generation_config,
         sizes=text.SIZES,
         build=text.build_text_decoder,
+    ),
+    # OpenAI's harmony format, with the template published with GPT-OSS (worker/tiny_models/gpt_oss.py).
+    "gpt_oss": Arch(
+        gpt_oss.TOKENIZER,
+        gpt_oss.config,
+        gpt_oss.generation_config,
+        sizes=gpt_oss.SIZES,
+        build=gpt_oss.build,
     ),
     # Ends its turns with a fixed answer and prefills long prompts fast: the client tier
     # (tests/clients/) runs real agents on it (worker/tiny_models/scripted.py).

@@ -204,12 +204,12 @@ def decoder_weights(config: Mapping[str, Any], zero_rows: list[int]) -> dict[str
         output_name = "lm_head.weight"
         specs[output_name] = ((vocab, hidden), embed_std)
 
-    weights = {name: _random_tensor(name, shape, std) for name, (shape, std) in specs.items()}
+    weights = {name: random_tensor(name, shape, std) for name, (shape, std) in specs.items()}
     weights[output_name][zero_rows] = 0.0
     return weights
 
 
-def _random_tensor(name: str, shape: tuple[int, ...], std: float | None) -> np.ndarray:
+def random_tensor(name: str, shape: tuple[int, ...], std: float | None) -> np.ndarray:
     if std is None:
         return np.ones(shape, dtype=np.float32)
     # Seeded by name, so a tensor's values do not depend on which other tensors exist.

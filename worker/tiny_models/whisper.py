@@ -308,7 +308,7 @@ def weights(dims: WhisperDims) -> dict[str, np.ndarray]:
         q_scale = CROSS_Q_SCALE if i < dims.decoder_layers // 2 else 1.0
         block(f"model.decoder.layers.{i}.", ("self_attn", "encoder_attn"), q_scale)
 
-    tensors = {name: _random_tensor(name, shape, std) for name, (shape, std) in specs.items()}
+    tensors = {name: random_tensor(name, shape, std) for name, (shape, std) in specs.items()}
     # The first decoder layer's self-attention subtracts what was written from the residual
     # stream (value = identity, output = -SELF_PENALTY): head 0 attends to the current token
     # (query = key = identity), head 1 evenly to every token so far (no query). Tokens already
@@ -330,7 +330,7 @@ def weights(dims: WhisperDims) -> dict[str, np.ndarray]:
     return tensors
 
 
-def _random_tensor(name: str, shape: tuple[int, ...], std: float | None) -> np.ndarray:
+def random_tensor(name: str, shape: tuple[int, ...], std: float | None) -> np.ndarray:
     if std is None:
         return np.ones(shape, dtype=np.float32)
     if std == 0.0:

@@ -6,12 +6,12 @@ field. Honoured: `model`, `messages`, `system`, `max_tokens` (required), `stop_s
 tool -> named / none; `disable_parallel_tool_use`), `thinking` (enabled -> the template's
 `enable_thinking` plus a `thinking_budget`; disabled -> off; adaptive -> on; `display:
 "omitted"` hides the thinking text), `output_config.format` (JSON Schema, by constrained
-decoding), and the extensions `min_p`, `repetition_penalty`, `seed`, `logit_bias`,
+decoding), `output_config.effort` (the template's `reasoning_effort`, read by GPT-OSS's), and the extensions `min_p`, `repetition_penalty`, `seed`, `logit_bias`,
 `chat_template_kwargs`.
 `context_management` is validated here and applied by the route before the prompt is built
 (gateway/api/anthropic_messages/context_edits.py).
 Accepted: `metadata`, `service_tier`, `cache_control` (a prefix-cache hint: the prefix cache
-is automatic), `output_config.effort`, `output_config.task_budget`, `thinking.block_binding`,
+is automatic), `output_config.task_budget`, `thinking.block_binding`,
 `diagnostics`, `inference_geo`, `speed`,
 `user_profile_id`, `workspace_id`, `billing_policy`, `fallbacks` and `fallback_credit_token`
 (no model here declines a request, so no fallback ever runs), `container`, `thread`,
@@ -190,6 +190,9 @@ def _constraint(body: dict, inputs: dict[str, Any]) -> Constraint | None:
     effort = config.get("effort")
     if effort is not None and not isinstance(effort, str):
         raise invalid("output_config.effort", "`output_config.effort` must be a string")
+    if effort is not None:
+        # Templates that take an effort read it as `reasoning_effort` (GPT-OSS's harmony).
+        inputs["chat_template_kwargs"].setdefault("reasoning_effort", effort)
     spec = config.get("format")
     if spec is None:
         return None

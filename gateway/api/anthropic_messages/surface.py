@@ -133,7 +133,8 @@ _PROMPT: dict[str, Field] = {
                 "task_budget": {"type": "object"},
             },
         },
-        "format: JSON output by constrained decoding; effort and task_budget are accepted.",
+        "format: JSON output by constrained decoding; effort reaches the template as "
+        "`reasoning_effort` (GPT-OSS); task_budget is accepted.",
     ),
     "context_management": s.structure(
         {"type": "object"},

@@ -4,7 +4,8 @@ Honoured: `model`, `input`, `instructions` (a system message, not carried over b
 `previous_response_id`, as in OpenAI), `previous_response_id` (the stored conversation is
 prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`,
 `tool_choice`, `parallel_tool_calls`, `text.format` (JSON modes by constrained decoding),
-`reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on),
+`reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on; the
+template gets it as `reasoning_effort`, which GPT-OSS's reads),
 `top_logprobs` and `include: ["message.output_text.logprobs"]`, and the extensions `top_k`,
 `min_p`, `repetition_penalty`, `chat_template_kwargs`. Accepted without local meaning:
 `metadata` (echoed), `user`, `safety_identifier`, `prompt_cache_key`,
@@ -128,6 +129,7 @@ def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
         if not isinstance(effort, str):
             raise invalid("reasoning.effort", "`reasoning.effort` must be a string")
         kwargs.setdefault("enable_thinking", effort not in _NO_THINKING_EFFORTS)
+        kwargs.setdefault("reasoning_effort", effort)  # what GPT-OSS's template reads
 
 
 def _tool(tool: Any, path: str) -> dict[str, Any]:

@@ -103,7 +103,8 @@ CREATE = RequestSchema(
                     "generate_summary": {"type": ["string", "null"]},
                 },
             },
-            "effort none / minimal turns the template's thinking off, the others on.",
+            "effort none / minimal turns the template's thinking off, the others on; the "
+            "template gets it as `reasoning_effort` (GPT-OSS).",
         ),
         "top_logprobs": s.integer("Alternatives per output token.", 0, MAX_TOP_LOGPROBS),
         "include": s.array(

@@ -25,7 +25,7 @@ from worker.text.constraints.llg import (
     lark_grammar,
     regex_grammar,
 )
-from worker.text.parsers.families import Function, ToolFormat, literal
+from worker.text.parsers.families import Function, GrammarBuilder, literal
 
 RESPONSE_FORMAT_FIELD = "response_format"
 
@@ -50,15 +50,17 @@ def constraint_grammar(constraint: Constraint) -> tuple[str, str]:
 
 def tool_call_grammar(
     tokenizer: Any,
-    fmt: ToolFormat,
+    syntax: tuple[str, GrammarBuilder | None],
     tools: Sequence[Mapping[str, Any]],
     parallel: bool,
 ) -> str:
-    """The grammar of calls to `tools` (OpenAI tool objects) in the model's own syntax."""
-    if fmt.grammar is None:
+    """The grammar of calls to `tools` (OpenAI tool objects) in the model's own syntax:
+    `syntax` is (its name, its grammar builder; None when it has none)."""
+    name, builder = syntax
+    if builder is None:
         raise bad_request(
             f"tool_choice 'required' or a named function cannot be enforced for this model's "
-            f"tool-call format ({fmt.name}); use tool_choice 'auto'"
+            f"tool-call format ({name}); use tool_choice 'auto'"
         )
     functions: list[Function] = []
     for tool in tools:
@@ -73,7 +75,7 @@ def tool_call_grammar(
         parameters["x-guidance"] = {"lenient": function.get("strict") is not True, **own}
         functions.append((function["name"], parameters))
     kit = LlgKit(tokenizer, lenient=True)
-    return lark_grammar(fmt.grammar(functions, parallel, kit))
+    return lark_grammar(builder(functions, parallel, kit))
 
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")

@@ -1,5 +1,6 @@
 """Which constraint a request gets: a forced tool call, a response_format or structured_outputs
-constraint, a thinking budget.
+constraint, a thinking budget. On a harmony model (GPT-OSS) a forced call is one call message
+and a constraint applies to the body of one `final` message (worker/text/parsers/harmony.py).
 
 Returns the request's ConstraintProcessor, or None when nothing is constrained (the common
 case costs nothing per token). A forced call and a response_format together are a 400: the
@@ -14,9 +15,10 @@ from protocol.inputs import Constraint
 from worker.runtime.errors import bad_request
 from worker.text.constraints.close_out import close_out_candidates
 from worker.text.constraints.grammars import constraint_grammar, tool_call_grammar
-from worker.text.constraints.llg import compile_matcher
+from worker.text.constraints.llg import LlgKit, compile_matcher
 from worker.text.constraints.processor import ConstraintProcessor
-from worker.text.constraints.think_gate import ThinkGate
+from worker.text.constraints.think_gate import HarmonyGate, ThinkGate
+from worker.text.parsers import harmony
 
 
 def plan_constraint(
@@ -42,16 +44,26 @@ def plan_constraint(
             raise bad_request(
                 f"{named} cannot be combined with tool_choice 'required' or a named function"
             )
-        if model.tools is None:
+        if model.harmony:
+            syntax: tuple[str, Any] = ("harmony", harmony.call_grammar)
+        elif model.tools is not None:
+            syntax = (model.tools.name, model.tools.grammar)
+        else:
             raise bad_request("tool_choice: this model has no known tool-call format")
         tools = [t for t in options.tools if options.named in (None, t["function"]["name"])]
         parallel = options.parallel and options.named is None
-        grammar, field = tool_call_grammar(tokenizer, model.tools, tools, parallel), "tools"
+        grammar, field = tool_call_grammar(tokenizer, syntax, tools, parallel), "tools"
     elif constraint is not None:
         grammar, field = constraint_grammar(constraint)
-    gate = None
+        if model.harmony:
+            # The answer is a harmony `final` message whose body is constrained.
+            grammar = harmony.final_message_grammar(grammar, LlgKit(tokenizer, lenient=True))
+    gate: ThinkGate | HarmonyGate | None = None
     if reasoning_open and model.think_ids is not None:
         gate = ThinkGate(*model.think_ids, starts_inside=starts_inside)
+    elif model.harmony and grammar is None and options.thinking_budget is not None:
+        vocab = tokenizer.get_vocab()
+        gate = HarmonyGate(vocab[harmony.MESSAGE], vocab[harmony.END], tokenizer.decode)
     budget = options.thinking_budget if gate is not None else None
     if gate is not None and grammar is not None and budget is None:
         budget = max(1, max_tokens // 2)

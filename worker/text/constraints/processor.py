@@ -26,7 +26,7 @@ import mlx.core as mx
 import numpy as np
 
 from worker.text.constraints import close_out
-from worker.text.constraints.think_gate import ThinkGate
+from worker.text.constraints.think_gate import HarmonyGate, ThinkGate
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class ConstraintProcessor:
         matcher: Any | None,
         vocab_words: int,
         eos_ids: list[int],
-        gate: ThinkGate | None = None,
+        gate: ThinkGate | HarmonyGate | None = None,
         thinking_budget: int | None = None,
         max_tokens: int | None = None,
         close_candidates: close_out.CloseOut | None = None,
@@ -90,7 +90,7 @@ class ConstraintProcessor:
             return self._only(self._eos_ids, logits)
         words = self._words
         self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-        if gate is not None and gate.state == "maybe":
+        if isinstance(gate, ThinkGate) and gate.state == "maybe":
             words[gate.start_id >> 5] |= np.uint32(1 << (gate.start_id & 31))
         elif (
             self._close_candidates is not None

@@ -9,6 +9,10 @@ first end-marker token. Markers must be single tokens here; pure Python, no MLX.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from worker.text.parsers.harmony import header_route
+
 
 class ThinkGate:
     """States: "maybe" (the first token may open reasoning), "inside", "after" (the answer)."""
@@ -39,4 +43,47 @@ class ThinkGate:
             else:
                 self.thinking_tokens += 1
             return False
+        return True
+
+
+class HarmonyGate:
+    """The same for harmony (GPT-OSS), where reasoning is the body of `analysis` messages.
+
+    Used for a thinking budget alone (harmony constraints skip the analysis channel): past
+    the budget an analysis message is ended (`<|end|>`, `end_id`) as soon as it opens, and the
+    model goes on to its next message. `decode` turns a header's token ids into text.
+    States: "header", "inside" (an analysis body), "body" (any other message's body).
+    """
+
+    __slots__ = ("message_id", "end_id", "state", "thinking_tokens", "_decode", "_header")
+
+    def __init__(self, message_id: int, end_id: int, decode: Callable[[list[int]], str]) -> None:
+        self.message_id = message_id
+        self.end_id = end_id
+        self._decode = decode
+        self._header: list[int] = []
+        self.state = "header"
+        self.thinking_tokens = 0
+
+    @property
+    def answering(self) -> bool:
+        return self.state != "inside"
+
+    def advance(self, token: int) -> bool:
+        if self.state == "header":
+            if token == self.message_id:
+                route, _ = header_route(self._decode(self._header))
+                self.state = "inside" if route == "reasoning" else "body"
+                self._header = []
+            else:
+                self._header.append(token)
+            return True
+        if self.state == "inside":
+            if token == self.end_id:
+                self.state = "header"
+            else:
+                self.thinking_tokens += 1
+            return False
+        if token == self.end_id:
+            self.state = "header"
         return True

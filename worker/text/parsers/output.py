@@ -7,11 +7,25 @@ thinking), and neither markers nor call text ever reach the content.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from protocol.messages import FinishReason
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.reasoning import ReasoningParser
 from worker.text.parsers.tool_base import CallParser
+
+
+class ResponseParser(Protocol):
+    """What the engine asks of a response's parser (OutputParser, harmony.HarmonyParser)."""
+
+    @property
+    def in_reasoning(self) -> bool:
+        """True while the response is inside its reasoning (for reasoning_tokens)."""
+        ...
+
+    def feed(self, text: str) -> ParsedDelta: ...
+
+    def finish(self, finish_reason: str) -> tuple[ParsedDelta, str]: ...
 
 
 class OutputParser:

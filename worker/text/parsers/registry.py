@@ -14,6 +14,7 @@ from typing import Any
 from worker.text.parsers import (
     deepseek,
     deepseek_dsml,
+    harmony,
     hermes,
     llama3_json,
     mistral,
@@ -52,10 +53,21 @@ ALIASES = {
 DSML_MARK = deepseek_dsml.DSML
 # Names that switch parsing off.
 OFF = ("none", "off")
+# Names of OpenAI's harmony format (GPT-OSS), which carries reasoning and tool calls alike:
+# either flag may name it (vLLM calls it "openai" and "openai_gptoss").
+HARMONY = ("harmony", "openai", "openai_gptoss", "gpt_oss")
 
 
 def tool_format_names() -> list[str]:
+    """The call-only formats' names (HARMONY's are chosen in worker/text/features.py)."""
     return sorted({*TOOL_FORMATS, *ALIASES, *mlx_lm_families.available()})
+
+
+def detect_harmony(chat_template: str | None, vocab: Mapping[str, int]) -> bool:
+    """Whether the template writes harmony messages the vocabulary has the markers of."""
+    template = chat_template or ""
+    markers = (harmony.CHANNEL, harmony.MESSAGE)
+    return all(m in template and m in vocab for m in markers)
 
 
 def tool_format(name: str) -> ToolFormat:
@@ -65,14 +77,14 @@ def tool_format(name: str) -> ToolFormat:
         return TOOL_FORMATS[name]
     if name in mlx_lm_families.available():
         return mlx_lm_families.tool_format(name)
-    known = ", ".join(tool_format_names())
+    known = ", ".join(sorted({*tool_format_names(), *HARMONY}))
     raise ValueError(f"unknown tool-call parser {name!r} (known: {known}, auto, none)")
 
 
 def reasoning_format(name: str) -> ReasoningFormat:
     if name in REASONING_FORMATS:
         return REASONING_FORMATS[name]
-    known = ", ".join(sorted(REASONING_FORMATS))
+    known = ", ".join(sorted({*REASONING_FORMATS, *HARMONY}))
     raise ValueError(f"unknown reasoning parser {name!r} (known: {known}, auto, none)")
 
 

@@ -57,17 +57,21 @@ def test_concurrent_greedy_streams_each_equal_direct_mlx_lm(default_server, qwen
 
 
 def stream_text(client, path: str, msgs: list[dict], max_tokens: int, started: threading.Event):
-    """A greedy stream's text; `started` is set once its fifth chunk has arrived."""
+    """A greedy stream's text; `started` is set once its fifth chunk has arrived or the stream
+    ended, so a stream that ended early or failed shows its own result, not a wait's timeout."""
     chunks = client.chat.completions.create(
         model=model_name(path), messages=msgs, max_tokens=max_tokens, temperature=0, stream=True
     )
     text, seen = "", 0
-    for chunk in chunks:
-        if chunk.choices:
-            text += chunk.choices[0].delta.content or ""
-            seen += 1
-            if seen == 5:
-                started.set()
+    try:
+        for chunk in chunks:
+            if chunk.choices:
+                text += chunk.choices[0].delta.content or ""
+                seen += 1
+                if seen == 5:
+                    started.set()
+    finally:
+        started.set()
     return text
 
 

@@ -176,12 +176,15 @@ def test_the_thinking_gate_counts_analysis_tokens_only(tokenizer):
     vocab = tokenizer.get_vocab()
     gate = HarmonyGate(vocab["<|message|>"], vocab["<|end|>"], tokenizer.decode)
     text = ANALYSIS + FINAL
-    answering = [gate.advance(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+    states = []
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        assert gate.advance(token)  # harmony grammars cover every token
+        states.append(gate.state)
     analysis_body = tokenizer.encode(
         "The user wants the weather. I'll call the tool.", add_special_tokens=False
     )
     assert gate.thinking_tokens == len(analysis_body)
-    assert answering.count(False) == len(analysis_body) + 1  # the body and its <|end|>
+    assert states.count("inside") == len(analysis_body) + 1  # from <|message|> to <|end|>
     assert gate.state == "body" and gate.answering
 
 

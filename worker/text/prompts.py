@@ -9,16 +9,18 @@ Chats with tools: the tools go to the template as `tools` (they are rendered als
 tool_choice "none", as vLLM does: the model sees them, the server just does not parse calls);
 an assistant turn's `tool_calls` get their `arguments` decoded from the JSON text the API
 carries into the object most templates expect (Qwen's accepts either, Llama's `tojson`s it),
-and its `reasoning_content` reaches templates that render earlier thinking (also as `thinking`,
-the name GPT-OSS's template reads). A `developer`
+and its `reasoning_content` reaches templates that render earlier thinking (transformers also
+passes it as `thinking`, the name GPT-OSS's template reads). A `developer`
 turn is a system turn. A template that cannot render tools gets them in the messages instead
 (worker/text/tool_fallback.py): tools are never accepted and left unseen. GPT-OSS's template
-needs a description on every tool: one without gets an empty one.
+needs a description on every tool (one without gets an empty one) and refuses a call turn with
+both content and reasoning (the reasoning is left out: the content is that turn's analysis).
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -171,8 +173,9 @@ def chat_prompt_tokens(
     if tools and not template_renders_tools(tokenizer):
         # The template would drop them unseen: they go into the messages (tool_fallback.py).
         messages, tools = with_tools_in_messages(messages, tools), []
-    elif tools and detect_harmony(tokenizer.chat_template, tokenizer.get_vocab()):
+    if _writes_harmony(tokenizer):
         tools = [_described(tool) for tool in tools]
+        messages = [_one_analysis(message) for message in messages]
     try:
         return build_chat_prompt(
             tokenizer,
@@ -218,6 +221,30 @@ def _described(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**tool, "function": {**function, "description": ""}}
 
 
+_harmony_tokenizers: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _writes_harmony(tokenizer: TokenizerWrapper) -> bool:
+    """Whether the chat template is GPT-OSS's harmony (decided once per tokenizer)."""
+    known = _harmony_tokenizers.get(tokenizer)
+    if known is None:
+        template = tokenizer.chat_template
+        known = isinstance(template, str) and detect_harmony(template, tokenizer.get_vocab())
+        _harmony_tokenizers[tokenizer] = known
+    return known
+
+
+def _one_analysis(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A call turn that has both a preamble (content) and reasoning, without the reasoning.
+
+    GPT-OSS's template renders a call turn's content or its thinking (transformers passes
+    `reasoning_content` as `thinking`) as the analysis before the call, and refuses both;
+    harmony output parsed here has both when the model wrote a commentary preamble."""
+    if not (message.get("tool_calls") and message.get("content")):
+        return message
+    return {k: v for k, v in message.items() if k not in ("reasoning_content", "reasoning")}
+
+
 def _check_message(i: int, message: Any) -> None:
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
         raise bad_request(f"messages[{i}] must be an object with a string 'role'")
@@ -240,10 +267,6 @@ def _template_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
     """The message as chat templates expect it (see the module docstring)."""
     if message.get("role") == "developer":
         message = {**message, "role": "system"}
-    reasoning = message.get("reasoning_content")
-    if reasoning and "thinking" not in message:
-        # GPT-OSS's template renders earlier thinking from `thinking` (as its analysis message).
-        message = {**message, "thinking": reasoning}
     tool_calls = message.get("tool_calls")
     if not tool_calls:
         return message

@@ -1,6 +1,7 @@
 """Which constraint a request gets: a forced tool call, a response_format or structured_outputs
 constraint, a thinking budget. On a harmony model (GPT-OSS) a forced call is one call message
-and a constraint applies to the body of one `final` message (worker/text/parsers/harmony.py).
+and a constraint applies to the body of one `final` message, either after an optional
+analysis message (worker/text/parsers/harmony.py).
 
 Returns the request's ConstraintProcessor, or None when nothing is constrained (the common
 case costs nothing per token). A forced call and a response_format together are a 400: the
@@ -61,7 +62,7 @@ def plan_constraint(
     gate: ThinkGate | HarmonyGate | None = None
     if reasoning_open and model.think_ids is not None:
         gate = ThinkGate(*model.think_ids, starts_inside=starts_inside)
-    elif model.harmony and grammar is None and options.thinking_budget is not None:
+    elif model.harmony and (grammar is not None or options.thinking_budget is not None):
         vocab = tokenizer.get_vocab()
         gate = HarmonyGate(vocab[harmony.MESSAGE], vocab[harmony.END], tokenizer.decode)
     budget = options.thinking_budget if gate is not None else None

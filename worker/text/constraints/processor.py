@@ -7,7 +7,8 @@ call comes before any token was generated, so the length seen then marks where g
 tokens begin; each later call consumes the tokens appended since, then masks the logits:
 
 - while the response is thinking (ThinkGate), nothing is masked, except that past the thinking
-  budget only the end-of-thinking token is allowed;
+  budget only the end-of-thinking token is allowed (harmony's analysis message is part of its
+  grammar, HarmonyGate, so only the budget applies there);
 - on the first token of a reasoning-capable response, the grammar's tokens and the
   start-of-thinking token are allowed;
 - otherwise only the tokens the grammar allows: llguidance computes the mask as a bitmask (one
@@ -83,7 +84,8 @@ class ConstraintProcessor:
         if gate is not None and gate.state == "inside":
             if self._budget is not None and gate.thinking_tokens >= self._budget:
                 return self._only([gate.end_id], logits)
-            return logits
+            if isinstance(gate, ThinkGate):
+                return logits  # thinking is free text; a harmony grammar covers its analysis
         if self._matcher is None:
             return logits
         if self._failed:

@@ -49,10 +49,11 @@ class ThinkGate:
 class HarmonyGate:
     """The same for harmony (GPT-OSS), where reasoning is the body of `analysis` messages.
 
-    Used for a thinking budget alone (harmony constraints skip the analysis channel): past
-    the budget an analysis message is ended (`<|end|>`, `end_id`) as soon as it opens, and the
-    model goes on to its next message. `decode` turns a header's token ids into text.
-    States: "header", "inside" (an analysis body), "body" (any other message's body).
+    Harmony grammars include the analysis message (worker/text/parsers/harmony.py), so every
+    token belongs to the grammar (`advance` is always True); the gate counts the tokens of
+    analysis bodies, and past the thinking budget the processor allows only `<|end|>`
+    (`end_id`) there: the model goes on to its next message. `decode` turns a header's token
+    ids into text. States: "header", "inside" (an analysis body), "body" (any other body).
     """
 
     __slots__ = ("message_id", "end_id", "state", "thinking_tokens", "_decode", "_header")
@@ -77,13 +78,8 @@ class HarmonyGate:
                 self._header = []
             else:
                 self._header.append(token)
-            return True
-        if self.state == "inside":
-            if token == self.end_id:
-                self.state = "header"
-            else:
-                self.thinking_tokens += 1
-            return False
-        if token == self.end_id:
+        elif token == self.end_id:
             self.state = "header"
+        elif self.state == "inside":
+            self.thinking_tokens += 1
         return True

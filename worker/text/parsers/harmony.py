@@ -20,9 +20,10 @@ usually never reach the text). Bodies go where their header says:
 Headers and markers never reach any of them. Output that does not start like a harmony header
 (a model that ignores the format, random weights) is content as it is.
 
-The forced-call grammar (`tool_choice` required / named) is one call message with no analysis
-before it; a `response_format` / `structured_outputs` constraint applies to one `final` message
-(`final_message_grammar`): constrained answers skip the analysis channel.
+The forced-call grammar (`tool_choice` required / named) is one call message, and a
+`response_format` / `structured_outputs` constraint applies to the body of one `final` message
+(`final_message_grammar`); either may come after one analysis message, which the model writes
+freely until it ends it or the thinking budget does (worker/text/constraints/think_gate.py).
 """
 
 from __future__ import annotations
@@ -185,12 +186,24 @@ def _is_markup(text: str) -> bool:
     )
 
 
+def analysis_rule(kit: GrammarKit) -> str:
+    """Lark rules of one analysis message and the next message's start: what a constrained
+    answer may come after (its text is free; the thinking budget ends it, `HarmonyGate`)."""
+    return (
+        f"analysis: {kit.token(CHANNEL)} {literal('analysis')} {kit.token(MESSAGE)} "
+        f"ANALYSIS_TEXT {kit.token(END)} {kit.token(START)} {literal('assistant')}\n"
+        "ANALYSIS_TEXT: /(?s:.*)/"
+    )
+
+
 def call_grammar(functions: Sequence[Function], parallel: bool, kit: GrammarKit) -> str:
-    """One call message to one of `functions`, its arguments JSON by the function's schema.
+    """An optional analysis message, then one call message to one of `functions`, its
+    arguments JSON by the function's schema.
 
     A harmony turn ends with its call (`<|call|>` ends the sequence), so there is one call a
     turn whatever `parallel` says."""
-    rules = ["start: " + " | ".join(f"call_{i}" for i in range(len(functions)))]
+    calls = " | ".join(f"call_{i}" for i in range(len(functions)))
+    rules = [f"start: analysis? ({calls})", analysis_rule(kit)]
     for i, (name, parameters) in enumerate(functions):
         head = (
             f"{kit.token(CHANNEL)} {literal(f'commentary to={FUNCTIONS}{name} ')} "
@@ -201,9 +214,10 @@ def call_grammar(functions: Sequence[Function], parallel: bool, kit: GrammarKit)
 
 
 def final_message_grammar(inner: str, kit: GrammarKit) -> str:
-    """A top-level grammar (llguidance's JSON form) of one `final` message whose body is the
-    top-level grammar `inner` (a response_format or structured_outputs constraint): llguidance's
-    JSON form, or Lark text (what `grammar_from_lark` gives)."""
+    """A top-level grammar (llguidance's JSON form) of an optional analysis message, then one
+    `final` message whose body is the top-level grammar `inner` (a response_format or
+    structured_outputs constraint): llguidance's JSON form, or Lark text (what
+    `grammar_from_lark` gives)."""
     try:
         nested = json.loads(inner)["grammars"]
     except (ValueError, TypeError, KeyError):
@@ -212,4 +226,5 @@ def final_message_grammar(inner: str, kit: GrammarKit) -> str:
         raise ValueError("a constraint grammar is expected to hold one grammar")
     body = {**nested[0], "name": "final_body"}
     head = f"{kit.token(CHANNEL)} {literal('final')} {kit.token(MESSAGE)}"
-    return json.dumps({"grammars": [{"lark_grammar": f"start: {head} @final_body"}, body]})
+    lark = f"start: analysis? {head} @final_body\n{analysis_rule(kit)}"
+    return json.dumps({"grammars": [{"lark_grammar": lark}, body]})

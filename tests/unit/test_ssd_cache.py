@@ -217,6 +217,29 @@ def test_a_longer_trimmable_entry_replaces_its_prefix_on_disk(model, tmp_path):
     assert (cached[0].offset, remaining) == (20, [5])
 
 
+def test_a_longer_entry_supersedes_a_prefix_still_being_written(model, tmp_path, monkeypatch):
+    """The IO thread may not have written the short entry yet when the longer one comes (a
+    loaded machine): the short one's file is still replaced, and never indexed."""
+    release = threading.Event()
+    real_write = cache_io_thread.write_safetensors
+
+    def slow_write(*args, **kwargs):
+        release.wait(10)
+        real_write(*args, **kwargs)
+
+    monkeypatch.setattr(cache_io_thread, "write_safetensors", slow_write)
+    short = tokens(20, 1)
+    pc = worker_cache(tmp_path)
+    pc.insert(short, prefill(model, short))
+    pc.insert(short + tokens(10, 2), prefill(model, short + tokens(10, 2)))
+    release.set()
+    pc.ssd.close()
+    assert len(tensor_files(tmp_path)) == 1
+    assert pc.ssd.stats()["entries"] == 1
+    cached, remaining = worker_cache(tmp_path, mem=0).fetch(short + [5])
+    assert (cached[0].offset, remaining) == (20, [5])
+
+
 def test_leftover_temporary_files_are_removed_at_start(tmp_path):
     tier = SsdCacheTier(tmp_path, BIG, KEY)
     tier.close()

@@ -83,6 +83,9 @@ class SsdCacheTier:
         self._entries: dict[Tokens, _DiskEntry] = {}
         self._by_stem: dict[str, Tokens] = {}
         self._pending: dict[str, tuple[Tokens, bool, int]] = {}  # stem -> tokens, trimmable, bytes
+        # Pending writes a later trimmable entry supersedes: not indexed once written (the later
+        # job, queued after them, deletes their files).
+        self._superseded: set[str] = set()
         self._counts = dict.fromkeys(
             ("writes", "write_failures", "skipped", "restores", "corrupt"), 0
         )
@@ -155,6 +158,11 @@ class SsdCacheTier:
             for prefix in pop_prefixes(self._trie, self.model_key, key):
                 superseded.append(self._entries[prefix].stem)
                 self._forget(self._entries[prefix].stem, in_trie=False)
+            # Prefixes still being written (the IO thread is behind) are superseded as well.
+            for pending_stem, (pending_key, _, _) in self._pending.items():
+                if len(pending_key) < len(key) and key[: len(pending_key)] == pending_key:
+                    superseded.append(pending_stem)
+                    self._superseded.add(pending_stem)
         index = {
             "format": FORMAT,
             "model_key": self.model_key,
@@ -198,9 +206,13 @@ class SsdCacheTier:
             if done.written is not None:
                 key, trimmable, _ = self._pending.pop(done.written)
                 self._counts["writes"] += 1
-                self._add(key, _DiskEntry(done.written, trimmable))
+                if done.written in self._superseded:
+                    self._superseded.discard(done.written)
+                else:
+                    self._add(key, _DiskEntry(done.written, trimmable))
             if done.failed is not None:
                 self._pending.pop(done.failed)
+                self._superseded.discard(done.failed)
                 self._counts["write_failures"] += 1
             for stem in done.removed.get(self.folder, ()):
                 self._forget(stem)

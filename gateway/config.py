@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.mcp.config import McpServer
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
@@ -14,6 +16,7 @@ class ServerConfig:
     api_keys: tuple[str, ...] = ()  # any of them opens the API; none: an open server
     admin_key: str | None = None  # /v1/admin/models/*: gateway/http/auth.py
     allowed_origins: tuple[str, ...] = ()  # CORS (gateway/cli/listening.py); none: off
+    mcp_servers: tuple[McpServer, ...] = ()  # --mcp-config: the MCP servers requests may use
     model_root: str | None = None  # admin loads: checkpoints under this directory only
     max_tokens: int = 2048  # default when a request gives no max_tokens
     max_num_seqs: int = 8  # requests the worker generates at once

@@ -45,6 +45,7 @@ from gateway.cli.transcribe import transcribe
 from gateway.config import ServerConfig
 from gateway.http.auth import key_id
 from gateway.http.read_deadlines import protocol_with_deadlines
+from gateway.mcp.config import McpConfigError, McpServer, load_mcp_config
 from protocol.log_format import LOG_FORMATS, configure_logging
 
 
@@ -194,6 +195,12 @@ def main() -> None:
     help="CURVE keys for the models file's remote workers (`keys DIR`: DIR/gateway).",
 )
 @click.option("--insecure", is_flag=True, help="Remote workers over plain TCP (no CURVE).")
+@click.option(
+    "--mcp-config",
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON of the MCP servers Responses requests may use as `mcp` tools "
+    '({"mcpServers": {LABEL: {"command", "args", "env"} | {"url"}}}); none: no MCP.',
+)
 @distributed_options
 @listening_options
 @alias_options
@@ -217,6 +224,7 @@ def serve(model: str | None, **options: Any) -> None:
     keyfile, certfile = tls_files(options)
     keys = api_keys(options)
     origins = allowed_origins(options["allowed_origins"])
+    mcp_servers = _mcp_servers(options["mcp_config"])
     if uds is None:
         check_port_free(options["host"], options["port"])  # before minutes of fetching a model
     distributed = distributed_config(options)
@@ -233,6 +241,7 @@ def serve(model: str | None, **options: Any) -> None:
         port=options["port"],
         api_keys=keys,
         allowed_origins=origins,
+        mcp_servers=mcp_servers,
         admin_key=options["admin_key"] or None,
         model_root=os.path.realpath(options["model_root"]) if options["model_root"] else None,
         max_tokens=options["max_tokens"],
@@ -377,3 +386,13 @@ main.add_command(transcribe)  # speech recognition without a server (gateway/cli
 main.add_command(convert_command)  # GGUF / CTranslate2 / ONNX -> MLX checkpoints (convert.py)
 main.add_command(worker_command)  # `worker --listen`: a worker host (gateway/cli/remote.py)
 main.add_command(keys_command)  # CURVE key pairs for a gateway and its worker hosts
+
+
+def _mcp_servers(path: str | None) -> tuple[McpServer, ...]:
+    """--mcp-config, read and checked (a bad file stops the start, naming the entry)."""
+    if path is None:
+        return ()
+    try:
+        return load_mcp_config(path)
+    except McpConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--mcp-config") from exc

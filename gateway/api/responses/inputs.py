@@ -3,13 +3,17 @@
 Items: `message` (roles user, system, developer -> system, assistant; text parts
 `input_text` / `output_text`), `function_call` (joins the assistant turn as a tool call),
 `function_call_output` (a `tool` message), `reasoning` (the next assistant turn's
-`reasoning_content`, from its `reasoning_text` content or else its summary). The items of one
-assistant turn (reasoning, text, calls) become one assistant message, as the chat templates
-expect. Images, files, audio, item references and hosted-tool items are 400s naming the item.
+`reasoning_content`, from its `reasoning_text` content or else its summary), and remote MCP
+tools' items: `mcp_call` (a call and its result), `mcp_approval_request` (a pending call),
+`mcp_approval_response` (collected for gateway/api/responses/mcp.py), `mcp_list_tools`
+(ignored: the tools are listed again). The items of one assistant turn (reasoning, text,
+calls) become one assistant message, as the chat templates expect. Images, files, audio, item
+references and other hosted-tool items are 400s naming the item.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field, unsupported
@@ -39,13 +43,37 @@ _KEYS = {
         "namespace",
     },
     "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
+    # Remote MCP tools' items (gateway/api/responses/mcp.py), as a Response returned them.
+    "mcp_list_tools": {"type", "id", "server_label", "tools", "error"},
+    "mcp_call": {
+        "type",
+        "id",
+        "server_label",
+        "name",
+        "arguments",
+        "output",
+        "error",
+        "approval_request_id",
+        "status",
+    },
+    "mcp_approval_request": {"type", "id", "server_label", "name", "arguments"},
+    "mcp_approval_response": {"type", "id", "approval_request_id", "approve", "reason"},
 }
 _TEXT_PARTS = ("input_text", "output_text")
 
 
-def input_messages(value: Any) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class InputItems:
+    messages: list[dict[str, Any]]
+    # `mcp_approval_response` items (with their paths) and the `mcp_approval_request` items
+    # the input itself carries, by id.
+    approvals: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    approval_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def input_items(value: Any) -> InputItems:
     if isinstance(value, str):
-        return [{"role": "user", "content": value}]
+        return InputItems([{"role": "user", "content": value}])
     if not isinstance(value, list) or not value:
         raise invalid("input", "`input` must be a string or a non-empty array of items")
     turns = _Turns()
@@ -62,7 +90,7 @@ def input_messages(value: Any) -> list[dict[str, Any]]:
             if key not in _KEYS[kind]:
                 raise unknown_field(f"{path}.{key}")
         getattr(turns, kind)(item, path)
-    return turns.done()
+    return InputItems(turns.done(), turns.approvals, turns.approval_requests)
 
 
 def _str(item: dict, key: str, path: str) -> str:
@@ -101,6 +129,8 @@ class _Turns:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self._assistant: dict[str, Any] | None = None
+        self.approvals: list[tuple[dict[str, Any], str]] = []
+        self.approval_requests: dict[str, dict[str, Any]] = {}
 
     def _flush(self) -> None:
         if self._assistant is not None:
@@ -157,6 +187,41 @@ class _Turns:
             texts.append(part["text"])
         if any(texts):
             self._turn(fresh=True)["reasoning_content"] = "\n".join(texts)
+
+    def mcp_list_tools(self, item: dict, path: str) -> None:
+        """The tools are listed again for the new response."""
+
+    def mcp_call(self, item: dict, path: str) -> None:
+        call_id = _str(item, "id", path)
+        name, arguments = _str(item, "name", path), _str(item, "arguments", path)
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        self._turn(fresh=False).setdefault("tool_calls", []).append(call)
+        self._flush()
+        error = item.get("error")
+        output = item.get("output")
+        text = f"Error: {error}" if isinstance(error, str) and error else output
+        self.messages.append({"role": "tool", "content": text or "", "tool_call_id": call_id})
+
+    def mcp_approval_request(self, item: dict, path: str) -> None:
+        request_id = _str(item, "id", path)
+        self.approval_requests[request_id] = item
+        call = {
+            "id": request_id.removeprefix("mcpr_"),
+            "type": "function",
+            "function": {
+                "name": _str(item, "name", path),
+                "arguments": _str(item, "arguments", path),
+            },
+        }
+        self._turn(fresh=False).setdefault("tool_calls", []).append(call)
+
+    def mcp_approval_response(self, item: dict, path: str) -> None:
+        self._flush()
+        self.approvals.append((item, path))
 
     def done(self) -> list[dict[str, Any]]:
         self._flush()

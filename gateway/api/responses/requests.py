@@ -2,7 +2,8 @@
 
 Honoured: `model`, `input`, `instructions` (a system message, not carried over by
 `previous_response_id`, as in OpenAI), `previous_response_id` (the stored conversation is
-prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`,
+prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`
+and remote `mcp` tools with their approvals (gateway/api/responses/mcp.py),
 `tool_choice`, `parallel_tool_calls`, `text.format` (JSON modes by constrained decoding),
 `reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on; the
 template gets it as `reasoning_effort`, which GPT-OSS's reads),
@@ -24,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.api.responses.inputs import input_messages
+from gateway.api.responses.inputs import InputItems, input_items
+from gateway.api.responses.mcp import ApprovalResponse, McpTool, parse_approval, parse_tool
 from gateway.api.responses.store import ResponseStore
 from gateway.api.responses.surface import CREATE, LOGPROBS_INCLUDE
 from gateway.generation.request import GenerationRequest
@@ -47,6 +49,11 @@ class ResponsesRequest:
     store: bool
     logprobs: bool  # logprobs in output_text parts
     echo: dict[str, Any] = field(default_factory=dict)  # request fields the Response repeats
+    # Remote MCP tools (gateway/api/responses/mcp.py), the approvals this input answers and
+    # the approval requests they answer, by id.
+    mcp: tuple[McpTool, ...] = ()
+    approvals: tuple[ApprovalResponse, ...] = ()
+    approval_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> ResponsesRequest:
@@ -55,6 +62,7 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     assert model is not None  # required by the table
     previous = f.string(body, "previous_response_id")
     history: list[dict[str, Any]] = []
+    earlier_output: list[dict[str, Any]] = []
     if previous is not None:
         stored = store.get(previous)
         if stored is None:
@@ -66,15 +74,35 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
                 code="previous_response_not_found",
             )
         history = stored.conversation
-    conversation = history + input_messages(body.get("input"))
+        earlier_output = stored.response.get("output") or []
+    items = input_items(body.get("input"))
+    conversation = history + items.messages
     instructions = f.string(body, "instructions")
     system = [{"role": "system", "content": instructions}] if instructions else []
     kwargs = dict(f.obj(body, "chat_template_kwargs") or {})
     _reasoning(body, kwargs)
     inputs: dict[str, Any] = {"messages": system + conversation, "chat_template_kwargs": kwargs}
-    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(f.array(body, "tools") or [])]
+    raw_tools = f.array(body, "tools") or []
+    mcp_tools = tuple(
+        parse_tool(t, f"tools[{i}]")
+        for i, t in enumerate(raw_tools)
+        if isinstance(t, dict) and t.get("type") == "mcp"
+    )
+    tools = [
+        _tool(t, f"tools[{i}]")
+        for i, t in enumerate(raw_tools)
+        if not (isinstance(t, dict) and t.get("type") == "mcp")
+    ]
+    approvals, requested = _approvals(items, earlier_output, mcp_tools)
     choice = _tool_choice(body.get("tool_choice"))
-    inputs.update(tool_inputs(tools, choice, f.boolean(body, "parallel_tool_calls")))
+    if mcp_tools:
+        # The MCP servers' tools join after they are listed (gateway/api/responses/mcp.py):
+        # a forced choice is checked by the worker then.
+        inputs.update(tool_inputs(tools, None, f.boolean(body, "parallel_tool_calls")))
+        if choice is not None:
+            inputs["tool_choice"] = choice
+    else:
+        inputs.update(tool_inputs(tools, choice, f.boolean(body, "parallel_tool_calls")))
     logprobs = _logprobs(body)
     max_tokens = f.integer(body, "max_output_tokens")
     sampling = SamplingParams(
@@ -116,7 +144,49 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     }
     if f.string(body, "user") is not None:  # a string in the API's schema: absent, not null
         echo["user"] = body["user"]
-    return ResponsesRequest(generation, conversation, store_it, logprobs is not None, echo)
+    return ResponsesRequest(
+        generation,
+        conversation,
+        store_it,
+        logprobs is not None,
+        echo,
+        mcp_tools,
+        approvals,
+        requested,
+    )
+
+
+def _approvals(
+    items: InputItems, earlier_output: list[dict[str, Any]], mcp_tools: tuple[McpTool, ...]
+) -> tuple[tuple[ApprovalResponse, ...], dict[str, dict[str, Any]]]:
+    """The input's approval responses, each matched with the request it answers (from the
+    input or the previous response's output) and with an `mcp` tool of its server."""
+    known = {
+        item["id"]: item
+        for item in earlier_output
+        if item.get("type") == "mcp_approval_request" and isinstance(item.get("id"), str)
+    }
+    known.update(items.approval_requests)
+    approvals, requested = [], {}
+    labels = {tool.label for tool in mcp_tools}
+    for raw, path in items.approvals:
+        approval = parse_approval(raw, path)
+        asked = known.get(approval.request_id)
+        if asked is None:
+            raise invalid(
+                f"{path}.approval_request_id",
+                f"no approval request {approval.request_id!r} in the input or the previous "
+                "response",
+            )
+        if asked.get("server_label") not in labels:
+            raise invalid(
+                f"{path}.approval_request_id",
+                f"approval request {approval.request_id!r} is for MCP server "
+                f"{asked.get('server_label')!r}, which this request's tools do not name",
+            )
+        approvals.append(approval)
+        requested[approval.request_id] = asked
+    return tuple(approvals), requested
 
 
 def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
@@ -143,7 +213,17 @@ def _tool(tool: Any, path: str) -> dict[str, Any]:
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A (checked) request tool as the Response repeats it, with the fields FunctionTool
-    requires even when the request left them out."""
+    (or Mcp) requires even when the request left them out."""
+    if tool.get("type") == "mcp":
+        return {
+            "type": "mcp",
+            "server_label": tool["server_label"],
+            "server_url": tool.get("server_url"),
+            "server_description": tool.get("server_description"),
+            "allowed_tools": tool.get("allowed_tools"),
+            "require_approval": tool.get("require_approval", "always"),
+            "headers": None,
+        }
     return {
         "type": "function",
         "name": tool["name"],

@@ -1,7 +1,8 @@
 """`POST /v1/responses`, `GET` and `DELETE /v1/responses/{id}`: the OpenAI Responses API.
 
 Responses are stored (unless `store: false`) in the app's bounded in-memory `ResponseStore`,
-which `previous_response_id` and `GET` read.
+which `previous_response_id` and `GET` read. A request with remote MCP tools runs its rounds in
+gateway/api/responses/mcp.py.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.responses.events import ResponseEvents
+from gateway.api.responses.mcp import McpRounds, check_servers, response_of
 from gateway.api.responses.objects import ResponseMeta, assistant_turn, output_items
 from gateway.api.responses.requests import ResponsesRequest, parse_create
 from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput
-from gateway.http.errors import APIError
+from gateway.http.errors import APIError, unsupported
 from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for
+from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import CHAT
 
 
@@ -36,6 +39,8 @@ async def create_response(request: Request) -> Response:
     check_model(request, req.model)
     engine = await engine_for(request, req.model, CHAT)
     meta = ResponseMeta(engine.model_name, parsed.echo)
+    if parsed.mcp:
+        return await _with_mcp(request, engine, parsed, meta)
 
     def on_done(response: dict[str, Any], output: ChoiceOutput) -> None:
         if parsed.store:
@@ -48,6 +53,29 @@ async def create_response(request: Request) -> Response:
     result = await lifecycle.complete(request, engine, req)
     response = _response(meta, parsed, result.choices[0])
     on_done(response, result.choices[0])
+    return JSONResponse(response)
+
+
+async def _with_mcp(
+    request: Request, engine: EngineClient, parsed: ResponsesRequest, meta: ResponseMeta
+) -> Response:
+    servers = {server.label: server for server in request.app.state.config.mcp_servers}
+    check_servers(parsed.mcp, servers)
+    if parsed.generation.stream:
+        raise unsupported("stream", "streaming a response with MCP tools (use stream: false)")
+    rounds = McpRounds(
+        request,
+        engine,
+        parsed.generation,
+        parsed.conversation,
+        parsed.mcp,
+        servers,
+        parsed.logprobs,
+    )
+    outcome = await rounds.run(parsed.approvals, parsed.approval_requests)
+    response = response_of(meta, outcome)
+    if parsed.store:
+        store_of(request).put(meta.id, StoredResponse(response, outcome.conversation))
     return JSONResponse(response)
 
 

@@ -52,6 +52,19 @@ _FUNCTION_TOOL = {
     },
 }
 
+_MCP_TOOL = {
+    "type": "object",
+    "required": ["type", "server_label"],
+    "properties": {
+        "type": {"const": "mcp"},
+        "server_label": {"type": "string"},
+        "server_url": {"type": "string"},
+        "server_description": {"type": "string"},
+        "allowed_tools": {"type": ["array", "object", "null"]},
+        "require_approval": {"type": ["string", "object", "null"]},
+    },
+}
+
 CREATE = RequestSchema(
     {
         "model": s.string("The served model's id or an alias.", minLength=1),
@@ -71,7 +84,9 @@ CREATE = RequestSchema(
         "stream": s.boolean("Server-sent events in the Responses API's event shapes."),
         "stream_options": STREAM_OPTIONS,
         "tools": s.structure(
-            {"type": "array", "items": _FUNCTION_TOOL}, "Function tools the model may call."
+            {"type": "array", "items": {"anyOf": [_FUNCTION_TOOL, _MCP_TOOL]}},
+            "Function tools the model may call, and remote MCP servers' tools (servers the "
+            "operator allowed with --mcp-config) that the server calls itself.",
         ),
         "tool_choice": s.structure(
             {

@@ -1,0 +1,196 @@
+"""Remote MCP tools on the Responses API, through the real server and a real MCP server.
+
+The model is the scripted tiny Qwen3 (worker/tiny_models/scripted.py): forced to call a tool
+it calls `llm_time` (or the only tool it is offered), and after a tool result it thinks and
+answers ANSWER. The MCP server is tests/support/mcp_server.py on the official `mcp` SDK,
+started over stdio by the gateway as `--mcp-config` lists it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.support.mcp_server import TIME
+from tests.support.server import model_name, openai_client
+from worker.tiny_models import ensure_checkpoint
+from worker.tiny_models.scripted import ANSWER, THINKING
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
+
+
+@pytest.fixture(scope="module")
+def scripted_path() -> str:
+    return str(ensure_checkpoint("qwen3_scripted"))
+
+
+@pytest.fixture(scope="module")
+def server(start_server, scripted_path, tmp_path_factory):
+    stdio = {"command": SERVER[0], "args": SERVER[1:], "cwd": str(ROOT)}
+    config = {
+        "mcpServers": {
+            "tools": stdio,
+            "slow": {**stdio, "timeout": 2},
+            "broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(1)"]},
+            "web": {"url": "http://127.0.0.1:9/mcp"},
+        }
+    }
+    path = tmp_path_factory.mktemp("mcp") / "mcp.json"
+    path.write_text(json.dumps(config))
+    return start_server(scripted_path, "--mcp-config", str(path), name="mcp")
+
+
+def respond(server, path, **fields):
+    fields.setdefault("input", "What time is it?")
+    fields.setdefault("max_output_tokens", 64)
+    fields.setdefault("temperature", 0)
+    return openai_client(server).responses.create(model=model_name(path), **fields)
+
+
+def mcp(label="tools", **fields):
+    return {"type": "mcp", "server_label": label, **fields}
+
+
+def kinds(response) -> list[str]:
+    return [item.type for item in response.output]
+
+
+def only(response, kind: str):
+    (item,) = [item for item in response.output if item.type == kind]
+    return item
+
+
+# A forced round thinks first (the call's grammar applies after the reasoning), then calls;
+# the round after the tool's result thinks and answers.
+CALLED = ["mcp_list_tools", "reasoning", "mcp_call", "reasoning", "message"]
+
+
+def test_a_call_runs_on_the_mcp_server_and_its_result_reaches_the_model(server, scripted_path):
+    tool = mcp(require_approval="never", allowed_tools=["llm_time", "add"])
+    response = respond(server, scripted_path, tools=[tool], tool_choice="required")
+    assert kinds(response) == CALLED
+    listed, _, call, _, message = response.output
+    assert [t.name for t in listed.tools] == ["llm_time", "add"] and listed.error is None
+    assert listed.tools[1].input_schema["required"] == ["a", "b"]
+    assert (call.server_label, call.name, call.output, call.error) == (
+        "tools",
+        "llm_time",
+        TIME,
+        None,
+    )
+    assert response.output[3].content[0].text == THINKING
+    assert message.content[0].text == ANSWER
+    assert response.status == "completed"
+    # Two rounds: the second prompt holds the first and the tool's result.
+    rounds = openai_client(server).responses.create(
+        model=model_name(scripted_path),
+        input="What time is it?",
+        tools=[tool],
+        max_output_tokens=1,
+        temperature=0,
+    )
+    assert response.usage.input_tokens > 2 * rounds.usage.input_tokens
+
+
+def test_a_call_that_needs_approval_runs_once_approved(server, scripted_path):
+    first = respond(server, scripted_path, tools=[mcp()], tool_choice="required")
+    assert kinds(first) == ["mcp_list_tools", "reasoning", "mcp_approval_request"]
+    request = first.output[2]
+    assert (request.server_label, request.name) == ("tools", "llm_time")
+    approved = respond(
+        server,
+        scripted_path,
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],
+        tools=[mcp()],
+    )
+    assert kinds(approved) == ["mcp_list_tools", "mcp_call", "reasoning", "message"]
+    call = only(approved, "mcp_call")
+    assert (call.output, call.approval_request_id) == (TIME, request.id)
+    assert only(approved, "message").content[0].text == ANSWER
+
+
+def test_a_declined_call_is_not_run_and_the_model_answers(server, scripted_path):
+    first = respond(server, scripted_path, tools=[mcp()], tool_choice="required")
+    declined = respond(
+        server,
+        scripted_path,
+        previous_response_id=first.id,
+        input=[
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": only(first, "mcp_approval_request").id,
+                "approve": False,
+            }
+        ],
+        tools=[mcp()],
+    )
+    assert kinds(declined) == ["mcp_list_tools", "reasoning", "message"]
+    assert only(declined, "message").content[0].text == ANSWER
+
+
+@pytest.mark.parametrize(
+    "label, tool, error",
+    [
+        ("tools", "fail", "Error executing tool fail"),
+        ("slow", "hang", "timed out"),
+        ("tools", "crash", "Connection closed"),
+    ],
+)
+def test_a_failing_call_is_an_error_item_and_the_response_goes_on(
+    server, scripted_path, label, tool, error
+):
+    worker = server.worker_pid()
+    response = respond(
+        server,
+        scripted_path,
+        tools=[mcp(label, require_approval="never", allowed_tools=[tool])],
+        tool_choice="required",
+    )
+    assert kinds(response) == CALLED
+    call = only(response, "mcp_call")
+    assert call.name == tool and call.output is None and error in call.error
+    assert call.status == "failed"
+    assert only(response, "message").content[0].text == ANSWER
+    assert server.worker_pid() == worker
+
+
+@pytest.mark.parametrize("label", ["broken", "web"])
+def test_a_server_that_cannot_be_reached_lists_an_error(server, scripted_path, label):
+    response = respond(server, scripted_path, tools=[mcp(label)])
+    assert kinds(response)[0] == "mcp_list_tools"
+    assert response.output[0].tools == [] and response.output[0].error
+    assert only(response, "message").content[0].text == ANSWER
+
+
+@pytest.mark.parametrize(
+    "fields, param",
+    [
+        ({"tools": [mcp("elsewhere")]}, "tools[0].server_label"),
+        ({"tools": [mcp(server_url="http://example.com/mcp")]}, "tools[0].server_url"),
+        ({"tools": [mcp(connector_id="connector_gmail")]}, "tools[0].connector_id"),
+        ({"tools": [mcp(require_approval="sometimes")]}, "tools[0].require_approval"),
+        ({"tools": [mcp(allowed_tools="llm_time")]}, "tools[0].allowed_tools"),
+        ({"tools": [mcp()], "stream": True}, "stream"),
+        (
+            {
+                "tools": [mcp()],
+                "input": [
+                    {"type": "mcp_approval_response", "approval_request_id": "x", "approve": True}
+                ],
+            },
+            "input[0].approval_request_id",
+        ),
+    ],
+)
+def test_bad_mcp_input_is_a_400_naming_it(server, scripted_path, fields, param):
+    with pytest.raises(openai.BadRequestError) as info:
+        respond(server, scripted_path, **fields)
+    assert info.value.body["param"] == param, info.value.body

@@ -136,6 +136,47 @@ def test_a_declined_call_is_not_run_and_the_model_answers(server, scripted_path)
     assert only(declined, "message").content[0].text == ANSWER
 
 
+def test_streamed_the_mcp_items_come_as_their_events_between_the_rounds(server, scripted_path):
+    tool = mcp(require_approval="never", allowed_tools=["llm_time"])
+    whole = respond(server, scripted_path, tools=[tool], tool_choice="required")
+    events = list(respond(server, scripted_path, tools=[tool], tool_choice="required", stream=True))
+    names = [e.type for e in events]
+    assert names[:2] == ["response.created", "response.in_progress"]
+    assert names[-1] == "response.completed"
+    mcp_events = [n for n in names if ".mcp_" in n]
+    assert mcp_events == [
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+    ]
+    assert not [n for n in names if "function_call" in n]  # the MCP call is not a function call
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    final = events[-1].response
+    assert [item.type for item in done] == kinds(final) == kinds(whole) == CALLED
+    assert only(final, "mcp_call").output == TIME
+    texts = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert texts == only(final, "message").content[0].text == ANSWER
+    assert final.usage.input_tokens == whole.usage.input_tokens
+    # Stored like a non-streamed one: a follow-up continues its conversation.
+    follow = respond(server, scripted_path, previous_response_id=final.id, input="And now?")
+    fresh = respond(server, scripted_path, input="And now?")
+    assert follow.usage.input_tokens > fresh.usage.input_tokens + 30
+
+
+def test_streamed_an_approval_request_ends_the_response(server, scripted_path):
+    events = list(
+        respond(server, scripted_path, tools=[mcp()], tool_choice="required", stream=True)
+    )
+    final = events[-1].response
+    assert kinds(final) == ["mcp_list_tools", "reasoning", "mcp_approval_request"]
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    assert added == kinds(final)
+
+
 @pytest.mark.parametrize(
     "label, tool, error",
     [
@@ -178,7 +219,6 @@ def test_a_server_that_cannot_be_reached_lists_an_error(server, scripted_path, l
         ({"tools": [mcp(connector_id="connector_gmail")]}, "tools[0].connector_id"),
         ({"tools": [mcp(require_approval="sometimes")]}, "tools[0].require_approval"),
         ({"tools": [mcp(allowed_tools="llm_time")]}, "tools[0].allowed_tools"),
-        ({"tools": [mcp()], "stream": True}, "stream"),
         (
             {
                 "tools": [mcp()],

@@ -10,6 +10,10 @@
                  function_call_arguments.done, output_item.done
     response.completed (or response.incomplete after max_output_tokens)
 
+A response with remote MCP tools (mcp_run.py) is several generations: their items follow
+one another (`round_finish` between them), with the MCP items in between (`open_item`,
+`close_item`); the MCP calls' own pieces are not streamed as function_call items (`hidden`).
+
 Every event carries `sequence_number` (0, 1, ...). A failure after the start is an `error`
 event followed by `response.failed`. When the response is over, `on_done(response, output)` is
 called (the route stores it for `previous_response_id`).
@@ -40,10 +44,19 @@ OnDone = Callable[[dict[str, Any], ChoiceOutput], None]
 class ResponseEvents:
     keepalive = SSE_COMMENT
 
-    def __init__(self, meta: ResponseMeta, logprobs: bool, on_done: OnDone | None = None) -> None:
+    def __init__(
+        self,
+        meta: ResponseMeta,
+        logprobs: bool,
+        on_done: OnDone | None = None,
+        hidden: Callable[[str], bool] | None = None,
+    ) -> None:
         self._meta = meta
         self._logprobs = logprobs
         self._on_done = on_done
+        # Calls not streamed as function_call items (remote MCP tools': mcp_run.py), by name.
+        self._hidden = hidden
+        self._hidden_calls: set[int] = set()
         self._seq = 0
         self._output = ChoiceOutput()
         self._items: list[dict[str, Any]] = []  # finished items
@@ -75,8 +88,13 @@ class ResponseEvents:
                 self._part_delta("response.output_text.delta", delta.text, chat_content(logprobs))
             )
         for piece in delta.tool_calls:
+            if piece.index in self._hidden_calls:
+                continue
             if is_first_piece(piece):
                 call = self._output.calls[piece.index]
+                if self._hidden is not None and self._hidden(call.name):
+                    self._hidden_calls.add(piece.index)
+                    continue
                 parts.append(self._close())
                 parts.append(self._add("function_call", call_id=call.id, name=call.name))
             if piece.arguments and self._open is not None:
@@ -167,6 +185,34 @@ class ResponseEvents:
         out = self._close()
         if not self._items:  # an empty answer is still one (empty) message
             out += self._add("message") + self._close()
+        return out
+
+    def round_finish(self, terminal: Delta) -> bytes:
+        """The end of one of several generations in this response (remote MCP tools' rounds):
+        its open item closes; the next round's output follows."""
+        self._output.add(terminal)
+        self._finish = self._output.finish
+        out = self._close()
+        self._output = ChoiceOutput()
+        self._hidden_calls = set()
+        return out
+
+    def open_item(self, item: dict[str, Any], steps: list[tuple[str, dict[str, Any]]]) -> bytes:
+        """An item added (as `item`, in progress) and the item events `steps` about it."""
+        where = {"output_index": len(self._items)}
+        out = self._event("response.output_item.added", item=item, **where)
+        for kind, fields in steps:
+            out += self._event(kind, item_id=item["id"], **where, **fields)
+        return out
+
+    def close_item(self, item: dict[str, Any], steps: list[tuple[str, dict[str, Any]]]) -> bytes:
+        """The item events `steps`, then the item done (as `item`), of the last opened item."""
+        where = {"output_index": len(self._items)}
+        out = b"".join(
+            self._event(kind, item_id=item["id"], **where, **fields) for kind, fields in steps
+        )
+        out += self._event("response.output_item.done", item=item, **where)
+        self._items.append(item)
         return out
 
     def end(self, usage: Usage) -> bytes:

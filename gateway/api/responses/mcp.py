@@ -275,6 +275,11 @@ class McpRounds:
         self._usages: list[Usage] = []
         self._start_length = len(conversation)  # what the request's messages end with
 
+    @property
+    def conversation(self) -> list[dict[str, Any]]:
+        """The conversation so far (the request's, then each round's turns and results)."""
+        return self._conversation
+
     async def run(
         self, approvals: Sequence[ApprovalResponse], requested: Mapping[str, dict[str, Any]]
     ) -> McpOutcome:
@@ -295,8 +300,7 @@ class McpRounds:
                     tools=tools,
                     tool_choice=choice,
                 )
-                req = _with_inputs(self._generation, round_inputs)
-                output = (await lifecycle.complete(self._request, self._engine, req)).choices[0]
+                output = await self._generate(_with_inputs(self._generation, round_inputs))
                 if output.usage is not None:
                     self._usages.append(output.usage)
                 if not await self._after_round(mcp, output):
@@ -305,13 +309,46 @@ class McpRounds:
                     choice = "auto"  # a forced choice applies to the first round
             return McpOutcome(self._items, _summed(self._usages), output, self._conversation)
 
+    # -- what the streamed variant (mcp_run.py) does otherwise --------------------------
+
+    async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
+        """One round's output."""
+        return (await lifecycle.complete(self._request, self._engine, req)).choices[0]
+
+    def _item(self, item: dict[str, Any]) -> None:
+        """A finished MCP item (tools listed, approval asked)."""
+        self._items.append(item)
+
+    def _round_items(self, output: ChoiceOutput) -> None:
+        """The round's reasoning and message items, and its calls of the request's own
+        functions."""
+        if output.reasoning:
+            self._items.append(reasoning_item(new_id("rs"), output.reasoning))
+        if output.text or not output.calls:
+            logprobs = output.logprobs if self._logprobs else None
+            self._items.append(message_item(new_id("msg"), output.text, logprobs))
+        for call in output.tool_calls:
+            if call.name not in self._offered:
+                self._items.append(
+                    function_call_item(new_id("fc"), call.id, call.name, call.arguments)
+                )
+
+    def _calling(self, label: str, call: ToolCall, approval_id: str | None) -> None:
+        """An MCP call is about to run."""
+
+    def _called(self, item: dict[str, Any]) -> None:
+        """An MCP call ran (`item`: its mcp_call item)."""
+        self._items.append(item)
+
+    # ----------------------------------------------------------------------------------------
+
     async def _list(self, mcp: McpConnections) -> list[dict[str, Any]]:
         functions = []
         own = {t["function"]["name"] for t in self._generation.inputs.tools}  # type: ignore[union-attr]
         for tool in self._tools:
             listed, error = await mcp.list_tools(tool.label)
             offered = [t for t in listed if tool.offers(t)]
-            self._items.append(list_tools_item(tool.label, offered, error))
+            self._item(list_tools_item(tool.label, offered, error))
             for t in offered:
                 if t.name in own or t.name in self._offered:
                     raise invalid(
@@ -332,35 +369,31 @@ class McpRounds:
         if not approval.approve:
             self._conversation.append(tool_message(call_id, CallResult(DECLINED, None)))
             return
-        result = await _call(mcp, requested["server_label"], call)
-        self._items.append(call_item(requested["server_label"], call, result, approval.request_id))
+        label = requested["server_label"]
+        self._calling(label, call, approval.request_id)
+        result = await _call(mcp, label, call)
+        self._called(call_item(label, call, result, approval.request_id))
         self._conversation.append(tool_message(call_id, result))
 
     async def _after_round(self, mcp: McpConnections, output: ChoiceOutput) -> bool:
         """Adds the round's items; runs its MCP calls; True when another round follows."""
-        if output.reasoning:
-            self._items.append(reasoning_item(new_id("rs"), output.reasoning))
-        calls = output.tool_calls
-        if output.text or not calls:
-            logprobs = output.logprobs if self._logprobs else None
-            self._items.append(message_item(new_id("msg"), output.text, logprobs))
+        self._round_items(output)
         self._conversation.append(assistant_turn(output))
+        calls = output.tool_calls
         if not calls:
             return False
         go_on = True
         for call in calls:
             tool = self._offered.get(call.name)
             if tool is None:  # one of the request's own functions: the client runs it
-                self._items.append(
-                    function_call_item(new_id("fc"), call.id, call.name, call.arguments)
-                )
                 go_on = False
             elif tool.needs_approval(call.name):
-                self._items.append(approval_item(tool.label, call))
+                self._item(approval_item(tool.label, call))
                 go_on = False
             else:
+                self._calling(tool.label, call, None)
                 result = await _call(mcp, tool.label, call)
-                self._items.append(call_item(tool.label, call, result, None))
+                self._called(call_item(tool.label, call, result, None))
                 self._conversation.append(tool_message(call.id, result))
         return go_on
 

@@ -2,7 +2,7 @@
 
 Responses are stored (unless `store: false`) in the app's bounded in-memory `ResponseStore`,
 which `previous_response_id` and `GET` read. A request with remote MCP tools runs its rounds in
-gateway/api/responses/mcp.py.
+gateway/api/responses/mcp.py and mcp_run.py.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.responses.events import ResponseEvents
-from gateway.api.responses.mcp import McpRounds, check_servers, response_of
+from gateway.api.responses.mcp import check_servers
+from gateway.api.responses.mcp_run import complete_with_mcp, stream_with_mcp
 from gateway.api.responses.objects import ResponseMeta, assistant_turn, output_items
 from gateway.api.responses.requests import ResponsesRequest, parse_create
 from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput
-from gateway.http.errors import APIError, unsupported
+from gateway.http.errors import APIError
 from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for
 from gateway.workers.protocol import EngineClient
@@ -61,22 +62,10 @@ async def _with_mcp(
 ) -> Response:
     servers = {server.label: server for server in request.app.state.config.mcp_servers}
     check_servers(parsed.mcp, servers)
+    store = store_of(request)
     if parsed.generation.stream:
-        raise unsupported("stream", "streaming a response with MCP tools (use stream: false)")
-    rounds = McpRounds(
-        request,
-        engine,
-        parsed.generation,
-        parsed.conversation,
-        parsed.mcp,
-        servers,
-        parsed.logprobs,
-    )
-    outcome = await rounds.run(parsed.approvals, parsed.approval_requests)
-    response = response_of(meta, outcome)
-    if parsed.store:
-        store_of(request).put(meta.id, StoredResponse(response, outcome.conversation))
-    return JSONResponse(response)
+        return await stream_with_mcp(request, engine, parsed, meta, servers, store)
+    return JSONResponse(await complete_with_mcp(request, engine, parsed, meta, servers, store))
 
 
 def _response(meta: ResponseMeta, parsed: ResponsesRequest, output: ChoiceOutput) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import openai
@@ -175,6 +176,39 @@ def test_streamed_an_approval_request_ends_the_response(server, scripted_path):
     assert kinds(final) == ["mcp_list_tools", "reasoning", "mcp_approval_request"]
     added = [e.item.type for e in events if e.type == "response.output_item.added"]
     assert added == kinds(final)
+
+
+def mcp_server_processes() -> list[int]:
+    """The test MCP servers running now (the gateway starts them as children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"tests.support.mcp_server" in command:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+def test_a_client_leaving_mid_call_stops_the_mcp_server_and_the_worker_goes_on(
+    server, scripted_path
+):
+    # "tools" waits 30 s for a call: only the client leaving stops this one within 20.
+    tool = mcp("tools", require_approval="never", allowed_tools=["hang"])
+    fields = dict(tools=[tool], tool_choice="required", stream=True)
+    with respond(server, scripted_path, **fields) as events:
+        for event in events:
+            if event.type == "response.mcp_call.in_progress":
+                break
+    assert mcp_server_processes()  # the hung call's server was running
+    deadline = time.monotonic() + 20
+    while mcp_server_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mcp_server_processes() == []
+    assert only(respond(server, scripted_path), "message").content[0].text
 
 
 @pytest.mark.parametrize(

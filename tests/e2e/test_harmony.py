@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import anthropic
+import openai
 import pytest
 
 from tests.support import direct
@@ -195,6 +196,10 @@ def test_a_structured_answer_is_the_final_message_s_body(server, gpt_oss_path):
         server, gpt_oss_path, extra_body={"structured_outputs": {"choice": ["sunny", "rainy"]}}
     ).choices[0]
     assert choice.message.content in ("sunny", "rainy")
+    with pytest.raises(openai.BadRequestError, match="structured_outputs.grammar"):
+        chat(
+            server, gpt_oss_path, extra_body={"structured_outputs": {"grammar": '{"grammars": 5}'}}
+        )
     regex = {"structured_outputs": {"regex": "[a-z]{3,6}"}}
     content = chat(server, gpt_oss_path, extra_body=regex).choices[0].message.content
     assert 3 <= len(content) <= 6 and content.isalpha() and content.islower()

@@ -199,3 +199,46 @@ def test_the_tiny_gpt_oss_checkpoint_is_harmony_unless_a_flag_names_another_form
         assert not configure("none", "none", tokenizer, warm=False).harmony
     finally:
         configure(None, None, tokenizer, warm=False)
+
+
+def test_a_message_to_a_built_in_tool_or_a_made_up_header_is_content_not_a_call():
+    text = "<|channel|>commentary to=python <|message|>print(1)<|end|>"
+    content, _, calls, finish = parse(list(text))
+    assert (content, calls, finish) == ("print(1)", [], FinishReason.STOP)
+    content, _, calls, _ = parse(list("<|start|>functions.x to=assistant<|message|>{}"))
+    assert (content, calls) == ("{}", [])
+
+
+def test_two_messages_on_one_route_are_two_paragraphs():
+    text = (
+        "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>analysis<|message|>B"
+        "<|end|><|start|>assistant<|channel|>commentary<|message|>Checking.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Done."
+    )
+    content, reasoning, _, _ = parse(list(text))
+    assert (content, reasoning) == ("Checking.\n\nDone.", "A\n\nB")
+
+
+@pytest.mark.parametrize("word", ["t", "to", "Paris"])
+def test_a_short_plain_answer_is_kept(word):
+    assert parse([word])[0] == word
+
+
+def test_constraint_grammars_are_nested_in_a_final_message():
+    from worker.text.parsers.harmony import final_message_grammar
+
+    class Kit:
+        def token(self, marker):
+            return f'"{marker}"'
+
+        def json(self, schema):
+            return "%json {}"
+
+    two = json.dumps({"grammars": [{"lark_grammar": "start: @sub"}, {"name": "sub", "x": 1}]})
+    wrapped = json.loads(final_message_grammar(two, Kit()))["grammars"]
+    assert [g.get("name") for g in wrapped] == [None, "final_body", "sub"]
+    lark = json.loads(final_message_grammar('start: "a"', Kit()))["grammars"]
+    assert lark[1] == {"lark_grammar": 'start: "a"', "name": "final_body"}
+    for bad in ('{"grammars": 5}', '{"grammars": [1]}', '{"grammars": []}'):
+        with pytest.raises(ValueError):
+            final_message_grammar(bad, Kit())

@@ -86,6 +86,8 @@ class SsdCacheTier:
         # Pending writes a later trimmable entry supersedes: not indexed once written (the later
         # job, queued after them, deletes their files).
         self._superseded: set[str] = set()
+        # stem of a queued write -> the stems it supersedes (their files go if it fails)
+        self._supersedes: dict[str, list[str]] = {}
         self._counts = dict.fromkeys(
             ("writes", "write_failures", "skipped", "restores", "corrupt"), 0
         )
@@ -170,6 +172,8 @@ class SsdCacheTier:
             "tokens": list(key),
         }
         self._pending[stem] = (key, trimmable, nbytes)
+        if superseded:
+            self._supersedes[stem] = superseded
         job = WriteJob(self.folder, stem, tensors, metadata, index, nbytes, superseded)
         self._io.submit(job)
 
@@ -210,9 +214,15 @@ class SsdCacheTier:
                     self._superseded.discard(done.written)
                 else:
                     self._add(key, _DiskEntry(done.written, trimmable))
+            if done.written is not None:
+                self._supersedes.pop(done.written, None)
             if done.failed is not None:
                 self._pending.pop(done.failed)
                 self._superseded.discard(done.failed)
+                # Its prefixes were dropped for it: their files go too (no unindexed leftovers).
+                dropped = self._supersedes.pop(done.failed, [])
+                if dropped and not self._closed:  # closed: a later start indexes them again
+                    self._io.submit(DeleteJob(self.folder, dropped))
                 self._counts["write_failures"] += 1
             for stem in done.removed.get(self.folder, ()):
                 self._forget(stem)

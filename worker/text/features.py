@@ -37,6 +37,9 @@ from worker.runtime.errors import bad_request
 from worker.text.parsers import hermes
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.families import ToolFormat
+from worker.text.parsers.harmony import CHANNEL as HARMONY_CHANNEL
+from worker.text.parsers.harmony import END as HARMONY_END
+from worker.text.parsers.harmony import MESSAGE as HARMONY_MESSAGE
 from worker.text.parsers.harmony import HarmonyParser
 from worker.text.parsers.output import OutputParser, ResponseParser
 from worker.text.parsers.reasoning import ReasoningFormat, ReasoningParser
@@ -269,9 +272,12 @@ def _decide(
     template = chat_template if chat_template is not None else _template_text(tokenizer)
     vocab = tokenizer.get_vocab()
     names = (reasoning_name, tool_name)
-    if any(name in HARMONY for name in names) or (
-        all(name in (None, "auto") for name in names) and detect_harmony(template, vocab)
-    ):
+    if any(name in HARMONY for name in names):
+        missing = [m for m in (HARMONY_MESSAGE, HARMONY_END, HARMONY_CHANNEL) if m not in vocab]
+        if missing:
+            raise ValueError(f"the harmony parser needs {', '.join(missing)} in the vocabulary")
+        return ModelFeatures(harmony=True)
+    if all(name in (None, "auto") for name in names) and detect_harmony(template, vocab):
         return ModelFeatures(harmony=True)
     if reasoning_name in OFF:
         reasoning = None

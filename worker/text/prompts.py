@@ -176,6 +176,9 @@ def chat_prompt_tokens(
     if _writes_harmony(tokenizer):
         tools = [_described(tool) for tool in tools]
         messages = [_one_analysis(message) for message in messages]
+        effort = kwargs.get("reasoning_effort")
+        if isinstance(effort, str):
+            kwargs["reasoning_effort"] = HARMONY_EFFORTS.get(effort, effort)
     try:
         return build_chat_prompt(
             tokenizer,
@@ -221,6 +224,8 @@ def _described(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**tool, "function": {**function, "description": ""}}
 
 
+# The efforts GPT-OSS was trained on are low, medium and high: the APIs' others map onto them.
+HARMONY_EFFORTS = {"none": "low", "minimal": "low", "xhigh": "high", "max": "high"}
 _harmony_tokenizers: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 

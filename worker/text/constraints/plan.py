@@ -58,7 +58,10 @@ def plan_constraint(
         grammar, field = constraint_grammar(constraint)
         if model.harmony:
             # The answer is a harmony `final` message whose body is constrained.
-            grammar = harmony.final_message_grammar(grammar, LlgKit(tokenizer, lenient=True))
+            try:
+                grammar = harmony.final_message_grammar(grammar, LlgKit(tokenizer, lenient=True))
+            except ValueError as exc:
+                raise bad_request(f"{field} cannot be enforced: {exc}") from exc
     gate: ThinkGate | HarmonyGate | None = None
     if reasoning_open and model.think_ids is not None:
         gate = ThinkGate(*model.think_ids, starts_inside=starts_inside)

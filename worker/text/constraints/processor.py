@@ -82,10 +82,20 @@ class ConstraintProcessor:
     def _mask(self, logits: mx.array) -> mx.array:
         gate = self._gate
         if gate is not None and gate.state == "inside":
-            if self._budget is not None and gate.thinking_tokens >= self._budget:
+            spent = self._budget is not None and gate.thinking_tokens >= self._budget
+            if spent and (self._matcher is None or isinstance(gate, ThinkGate)):
                 return self._only([gate.end_id], logits)
             if isinstance(gate, ThinkGate):
-                return logits  # thinking is free text; a harmony grammar covers its analysis
+                return logits  # thinking is free text
+            if spent and not self._failed:
+                # A harmony grammar covers the analysis: end it as soon as the grammar lets
+                # it end (not inside a character split across byte tokens).
+                words = self._words
+                self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+                end = gate.end_id
+                if words[end >> 5] & np.uint32(1 << (end & 31)):
+                    return self._only([end], logits)
+                return _apply_bitmask(words, logits)
         if self._matcher is None:
             return logits
         if self._failed:

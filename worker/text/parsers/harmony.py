@@ -15,7 +15,9 @@ usually never reach the text). Bodies go where their header says:
 - a message to `functions.NAME` is a call of NAME whose body is the JSON arguments (streamed as
   they come), when the request has tools and tool_choice is not "none"; otherwise its body is
   content;
-- every other message (`final`, a `commentary` preamble with no recipient) is content.
+- every other message (`final`, a `commentary` preamble with no recipient, a message to a
+  built-in tool such as `python` that this server does not run) is content; a second message
+  on the same route starts a new paragraph (a blank line between them).
 
 Headers and markers never reach any of them. Output that does not start like a harmony header
 (a model that ignores the format, random weights) is content as it is.
@@ -72,6 +74,8 @@ class HarmonyParser:
         # not harmony, everything is content.
         self._state = "header"
         self._route = "content"  # where the current body goes: content | reasoning | call
+        self._routes_used: set[str] = set()
+        self._separate = False  # the next body text starts a new paragraph of its route
         self._buf = ""
 
     @property
@@ -144,15 +148,19 @@ class HarmonyParser:
         route, recipient = header_route(header)
         if route == "call" and self._tools is not None:
             assert recipient is not None
-            name = recipient[len(FUNCTIONS) :] if recipient.startswith(FUNCTIONS) else recipient
-            self._emitter.begin(name)
+            self._emitter.begin(recipient[len(FUNCTIONS) :])
         elif route == "call":
             route = "content"
+        # A second message on the same route is a new paragraph of it.
+        self._separate = route in self._routes_used and route != "call"
+        self._routes_used.add(route)
         self._route = route
 
     def _body(self, text: str, out: ParsedDelta) -> None:
         if not text:
             return
+        if self._separate:
+            text, self._separate = "\n\n" + text, False
         if self._route == "reasoning":
             out.reasoning += text
         elif self._route == "call":
@@ -170,7 +178,7 @@ def header_route(header: str) -> tuple[str, str | None]:
     """Where a message's body goes by its header: ("reasoning" | "call" | "content", the
     recipient of a call)."""
     recipient = _RECIPIENT.search(header)
-    if recipient is not None:
+    if recipient is not None and recipient.group(1).startswith(FUNCTIONS):
         return "call", recipient.group(1)
     channel = _CHANNEL_NAME.search(header)
     if channel is not None and channel.group(1) == "analysis":
@@ -179,11 +187,10 @@ def header_route(header: str) -> tuple[str, str | None]:
 
 
 def _is_markup(text: str) -> bool:
-    """Whether leftover header text is harmony markup (a header cut off by the token limit)."""
+    """Whether leftover header text is harmony markup (a header cut off by the token limit):
+    it starts with a marker's `<|`, or with a recipient's `to=`."""
     stripped = text.lstrip()
-    return stripped.startswith(HEADER_STARTS) or any(
-        start.startswith(stripped) for start in HEADER_STARTS
-    )
+    return stripped.startswith(("<|", "to="))
 
 
 def analysis_rule(kit: GrammarKit) -> str:
@@ -219,12 +226,17 @@ def final_message_grammar(inner: str, kit: GrammarKit) -> str:
     structured_outputs constraint): llguidance's JSON form, or Lark text (what
     `grammar_from_lark` gives)."""
     try:
-        nested = json.loads(inner)["grammars"]
-    except (ValueError, TypeError, KeyError):
+        parsed = json.loads(inner)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        nested = parsed.get("grammars")
+        if not (isinstance(nested, list) and nested and all(isinstance(g, dict) for g in nested)):
+            raise ValueError("a top-level grammar needs a non-empty `grammars` list of objects")
+    else:
         nested = [{"lark_grammar": inner}]
-    if len(nested) != 1:
-        raise ValueError("a constraint grammar is expected to hold one grammar")
-    body = {**nested[0], "name": "final_body"}
+    # The first grammar is where the body starts; the others stay, for it to reference.
+    body = [{**nested[0], "name": "final_body"}, *nested[1:]]
     head = f"{kit.token(CHANNEL)} {literal('final')} {kit.token(MESSAGE)}"
     lark = f"start: analysis? {head} @final_body\n{analysis_rule(kit)}"
-    return json.dumps({"grammars": [{"lark_grammar": lark}, body]})
+    return json.dumps({"grammars": [{"lark_grammar": lark}, *body]})

@@ -37,10 +37,16 @@ class ListedTool:
 class CallResult:
     output: str | None  # the tool's text
     error: str | None  # what failed, when something did
+    # "tool": the tool reported an error; "protocol": the server could not be reached or
+    # answered wrongly (with its JSON-RPC `code`)
+    kind: str = "tool"
+    code: int | None = None
 
 
 class McpConnections:
     def __init__(self, servers: Mapping[str, McpServer]) -> None:
+        # Each response starts the stdio servers it uses (not pooled across responses: a server
+        # keeps no state between them, and its process ends with the response).
         self._servers = servers
         self._stack = AsyncExitStack()
         self._clients: dict[str, Any] = {}
@@ -79,7 +85,9 @@ class McpConnections:
             client = await self._client(label)
             result = await client.call_tool(name, arguments)
         except Exception as exc:
-            return CallResult(None, _failure(f"calling {name} on {label!r}", exc))
+            code = getattr(getattr(exc, "error", None), "code", None)
+            failure = _failure(f"calling {name} on {label!r}", exc)
+            return CallResult(None, failure, "protocol", code if isinstance(code, int) else None)
         text = "\n".join(
             part.text for part in result.content if getattr(part, "type", None) == "text"
         )

@@ -211,16 +211,45 @@ def test_a_client_leaving_mid_call_stops_the_mcp_server_and_the_worker_goes_on(
     assert only(respond(server, scripted_path), "message").content[0].text
 
 
+def error_text(error) -> str:
+    if error.type == "mcp_tool_execution_error":
+        return " ".join(part["text"] for part in error.content)
+    return error.message
+
+
+def test_a_replayed_conversation_does_not_run_an_approved_call_again(server, scripted_path):
+    """store: false: the client sends the whole history again, approval and call included."""
+    first = respond(server, scripted_path, tools=[mcp()], tool_choice="required", store=False)
+    asked = only(first, "mcp_approval_request")
+    approval = {"type": "mcp_approval_response", "approval_request_id": asked.id, "approve": True}
+    question = {"role": "user", "content": "What time is it?"}
+    history = [question, asked.model_dump(exclude_none=True), approval]
+    second = respond(server, scripted_path, input=history, tools=[mcp()], store=False)
+    call = only(second, "mcp_call")
+    replay = [*history, call.model_dump(exclude_none=True), {"role": "user", "content": "Thanks"}]
+    third = respond(server, scripted_path, input=replay, tools=[mcp()], store=False)
+    assert "mcp_call" not in kinds(third)  # answered in the input: not run again
+    # The same conversation with the call's result given once, as the chat template sees it.
+    assert third.usage.input_tokens > second.usage.input_tokens
+
+
+def test_an_approval_answered_twice_is_a_400(server, scripted_path):
+    approval = {"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}
+    with pytest.raises(openai.BadRequestError) as info:
+        respond(server, scripted_path, input=[approval, approval], tools=[mcp()])
+    assert info.value.body["param"] == "input[1].approval_request_id"
+
+
 @pytest.mark.parametrize(
-    "label, tool, error",
+    "label, tool, kind, error",
     [
-        ("tools", "fail", "Error executing tool fail"),
-        ("slow", "hang", "timed out"),
-        ("tools", "crash", "Connection closed"),
+        ("tools", "fail", "mcp_tool_execution_error", "Error executing tool fail"),
+        ("slow", "hang", "mcp_protocol_error", "timed out"),
+        ("tools", "crash", "mcp_protocol_error", "Connection closed"),
     ],
 )
 def test_a_failing_call_is_an_error_item_and_the_response_goes_on(
-    server, scripted_path, label, tool, error
+    server, scripted_path, label, tool, kind, error
 ):
     worker = server.worker_pid()
     response = respond(
@@ -231,7 +260,8 @@ def test_a_failing_call_is_an_error_item_and_the_response_goes_on(
     )
     assert kinds(response) == CALLED
     call = only(response, "mcp_call")
-    assert call.name == tool and call.output is None and error in call.error
+    assert call.name == tool and call.output is None
+    assert call.error.type == kind and error in error_text(call.error)
     assert call.status == "failed"
     assert only(response, "message").content[0].text == ANSWER
     assert server.worker_pid() == worker

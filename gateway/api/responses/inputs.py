@@ -60,6 +60,7 @@ _KEYS = {
     "mcp_approval_response": {"type", "id", "approval_request_id", "approve", "reason"},
 }
 _TEXT_PARTS = ("input_text", "output_text")
+APPROVAL_PREFIX = "mcpr_"  # an approval request's id: this and the id of the call it holds
 
 
 @dataclass(slots=True)
@@ -67,8 +68,18 @@ class InputItems:
     messages: list[dict[str, Any]]
     # `mcp_approval_response` items (with their paths) and the `mcp_approval_request` items
     # the input itself carries, by id.
-    approvals: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    approvals: list[Approval] = field(default_factory=list)
     approval_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Approval:
+    """An `mcp_approval_response` item and the `tool` message that will hold the call's
+    result, where the response stood in the conversation (its content filled in later)."""
+
+    item: dict[str, Any]
+    path: str
+    result: dict[str, Any]
 
 
 def input_items(value: Any) -> InputItems:
@@ -90,7 +101,29 @@ def input_items(value: Any) -> InputItems:
             if key not in _KEYS[kind]:
                 raise unknown_field(f"{path}.{key}")
         getattr(turns, kind)(item, path)
-    return InputItems(turns.done(), turns.approvals, turns.approval_requests)
+    messages = turns.done()
+    # An approval the input already shows the call of (a replayed conversation) is done.
+    approvals = [a for a in turns.approvals if a.item["approval_request_id"] not in turns.answered]
+    return InputItems(messages, approvals, turns.approval_requests)
+
+
+def _call_text(item: dict, path: str) -> str:
+    """An mcp_call item's result as the model reads it: its output, or "Error: ..."."""
+    error = item.get("error")
+    if isinstance(error, dict):
+        parts = error.get("content")
+        texts = (
+            [p.get("text", "") for p in parts if isinstance(p, dict)]
+            if isinstance(parts, list)
+            else []
+        )
+        error = error.get("message") or "\n".join(t for t in texts if isinstance(t, str))
+    if isinstance(error, str) and error:
+        return f"Error: {error}"
+    output = item.get("output")
+    if output is not None and not isinstance(output, str):
+        raise invalid(f"{path}.output", f"`{path}.output` must be a string")
+    return output or ""
 
 
 def _str(item: dict, key: str, path: str) -> str:
@@ -129,8 +162,9 @@ class _Turns:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self._assistant: dict[str, Any] | None = None
-        self.approvals: list[tuple[dict[str, Any], str]] = []
+        self.approvals: list[Approval] = []
         self.approval_requests: dict[str, dict[str, Any]] = {}
+        self.answered: set[str] = set()  # approval request ids whose mcp_call is in the input
 
     def _flush(self) -> None:
         if self._assistant is not None:
@@ -192,8 +226,22 @@ class _Turns:
         """The tools are listed again for the new response."""
 
     def mcp_call(self, item: dict, path: str) -> None:
-        call_id = _str(item, "id", path)
+        approval = item.get("approval_request_id")
+        approval = approval if isinstance(approval, str) and approval else None
+        call_id = approval.removeprefix(APPROVAL_PREFIX) if approval else _str(item, "id", path)
         name, arguments = _str(item, "name", path), _str(item, "arguments", path)
+        text = _call_text(item, path)
+        if approval is not None and approval in self.approval_requests:
+            # Its call is in the conversation with the request: the result goes where the
+            # approval was given, or after the call.
+            self.answered.add(approval)
+            waiting = [a for a in self.approvals if a.item["approval_request_id"] == approval]
+            if waiting:
+                waiting[0].result["content"] = text
+                return
+            self._flush()
+            self.messages.append({"role": "tool", "content": text, "tool_call_id": call_id})
+            return
         call = {
             "id": call_id,
             "type": "function",
@@ -201,16 +249,13 @@ class _Turns:
         }
         self._turn(fresh=False).setdefault("tool_calls", []).append(call)
         self._flush()
-        error = item.get("error")
-        output = item.get("output")
-        text = f"Error: {error}" if isinstance(error, str) and error else output
-        self.messages.append({"role": "tool", "content": text or "", "tool_call_id": call_id})
+        self.messages.append({"role": "tool", "content": text, "tool_call_id": call_id})
 
     def mcp_approval_request(self, item: dict, path: str) -> None:
         request_id = _str(item, "id", path)
         self.approval_requests[request_id] = item
         call = {
-            "id": request_id.removeprefix("mcpr_"),
+            "id": request_id.removeprefix(APPROVAL_PREFIX),
             "type": "function",
             "function": {
                 "name": _str(item, "name", path),
@@ -220,8 +265,23 @@ class _Turns:
         self._turn(fresh=False).setdefault("tool_calls", []).append(call)
 
     def mcp_approval_response(self, item: dict, path: str) -> None:
+        request_id = item.get("approval_request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise invalid(
+                f"{path}.approval_request_id", f"`{path}.approval_request_id` must be a string"
+            )
+        if any(a.item["approval_request_id"] == request_id for a in self.approvals):
+            raise invalid(
+                f"{path}.approval_request_id", f"approval request {request_id!r} is answered twice"
+            )
         self._flush()
-        self.approvals.append((item, path))
+        result = {
+            "role": "tool",
+            "content": "",
+            "tool_call_id": request_id.removeprefix(APPROVAL_PREFIX),
+        }
+        self.messages.append(result)
+        self.approvals.append(Approval(item, path, result))
 
     def done(self) -> list[dict[str, Any]]:
         self._flush()

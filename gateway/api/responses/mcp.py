@@ -31,6 +31,7 @@ from typing import Any
 from msgspec.structs import replace
 from starlette.requests import Request
 
+from gateway.api.responses.inputs import APPROVAL_PREFIX
 from gateway.api.responses.objects import (
     ResponseMeta,
     assistant_turn,
@@ -43,7 +44,7 @@ from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput, ToolCall
 from gateway.generation.request import GenerationRequest
 from gateway.generation.tools import function_tool
-from gateway.http.errors import invalid, unsupported
+from gateway.http.errors import APIError, invalid, unsupported
 from gateway.mcp.client import CallResult, ListedTool, McpConnections
 from gateway.mcp.config import McpServer
 from gateway.workers.protocol import EngineClient
@@ -51,7 +52,6 @@ from protocol.inputs import ChatInputs
 from protocol.messages import Usage
 
 MAX_ROUNDS = 8
-APPROVAL_PREFIX = "mcpr_"
 DECLINED = "The user declined this call."
 _TOOL_KEYS = {
     "type",
@@ -95,6 +95,8 @@ class ApprovalResponse:
     request_id: str
     approve: bool
     path: str
+    # The conversation's `tool` message for the call's result, where the approval stood.
+    result: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -172,7 +174,7 @@ def _approval(value: Any, path: str) -> tuple[frozenset[str] | None, frozenset[s
     raise invalid(path, f"`{path}` must be 'always', 'never' or {{always, never}}")
 
 
-def parse_approval(item: dict[str, Any], path: str) -> ApprovalResponse:
+def parse_approval(item: dict[str, Any], path: str, result: dict[str, Any]) -> ApprovalResponse:
     request_id = item.get("approval_request_id")
     if not isinstance(request_id, str) or not request_id:
         raise invalid(
@@ -181,7 +183,7 @@ def parse_approval(item: dict[str, Any], path: str) -> ApprovalResponse:
     approve = item.get("approve")
     if not isinstance(approve, bool):
         raise invalid(f"{path}.approve", f"`{path}.approve` must be a boolean")
-    return ApprovalResponse(request_id, approve, path)
+    return ApprovalResponse(request_id, approve, path, result)
 
 
 def check_servers(tools: Sequence[McpTool], servers: Mapping[str, McpServer]) -> None:
@@ -229,10 +231,22 @@ def call_item(label: str, call: ToolCall, result: CallResult, approval_id: str |
         "name": call.name,
         "arguments": call.arguments,
         "output": result.output,
-        "error": result.error,
+        "error": _error_object(result),
         "approval_request_id": approval_id,
         "status": "failed" if result.error is not None else "completed",
     }
+
+
+def _error_object(result: CallResult) -> dict[str, Any] | None:
+    """OpenAI's shapes: the tool reported an error, or the server failed (with its code)."""
+    if result.error is None:
+        return None
+    if result.kind == "tool":
+        return {
+            "type": "mcp_tool_execution_error",
+            "content": [{"type": "text", "text": result.error}],
+        }
+    return {"type": "mcp_protocol_error", "code": result.code or -32603, "message": result.error}
 
 
 def approval_item(label: str, call: ToolCall) -> dict[str, Any]:
@@ -293,17 +307,20 @@ class McpRounds:
             system = inputs.messages[: len(inputs.messages) - self._start_length]
             tools = [*inputs.tools, *functions]
             choice = inputs.tool_choice
+            budget = inputs.sampling.max_tokens  # max_output_tokens: the rounds' together
             for _ in range(MAX_ROUNDS):
                 round_inputs = replace(
                     inputs,
                     messages=system + self._conversation,
                     tools=tools,
                     tool_choice=choice,
+                    sampling=replace(inputs.sampling, max_tokens=budget),
                 )
                 output = await self._generate(_with_inputs(self._generation, round_inputs))
                 if output.usage is not None:
                     self._usages.append(output.usage)
-                if not await self._after_round(mcp, output):
+                    budget -= output.usage.completion_tokens
+                if not await self._after_round(mcp, output) or budget < 1:
                     break
                 if choice == "required" or isinstance(choice, dict):
                     choice = "auto"  # a forced choice applies to the first round
@@ -348,32 +365,42 @@ class McpRounds:
         for tool in self._tools:
             listed, error = await mcp.list_tools(tool.label)
             offered = [t for t in listed if tool.offers(t)]
-            self._item(list_tools_item(tool.label, offered, error))
+            kept, left_out = [], []
             for t in offered:
-                if t.name in own or t.name in self._offered:
-                    raise invalid(
-                        f"{tool.path}.server_label",
-                        f"tool {t.name!r} of MCP server {tool.label!r} has the name of "
-                        "another tool of this request (narrow it with allowed_tools)",
-                    )
+                try:
+                    if t.name in own or t.name in self._offered:
+                        raise ValueError("its name is another tool's of this request")
+                    path = f"{tool.path}.tools.{t.name}"
+                    functions.append(function_tool(t.name, t.description, t.input_schema, path))
+                except (ValueError, APIError) as exc:
+                    reason = exc.message if isinstance(exc, APIError) else str(exc)
+                    left_out.append(f"{t.name} ({reason})")
+                    continue
                 self._offered[t.name] = tool
-                path = f"{tool.path}.tools.{t.name}"
-                functions.append(function_tool(t.name, t.description, t.input_schema, path))
+                kept.append(t)
+            if left_out:
+                note = "left out: " + "; ".join(left_out)
+                error = f"{error}; {note}" if error else note
+            self._item(list_tools_item(tool.label, kept, error))
         return functions
 
     async def _answer(
         self, mcp: McpConnections, approval: ApprovalResponse, requested: dict[str, Any]
     ) -> None:
-        call_id = approval.request_id[len(APPROVAL_PREFIX) :]
+        call_id = approval.request_id.removeprefix(APPROVAL_PREFIX)
         call = ToolCall(call_id, requested["name"], requested["arguments"])
-        if not approval.approve:
-            self._conversation.append(tool_message(call_id, CallResult(DECLINED, None)))
-            return
         label = requested["server_label"]
-        self._calling(label, call, approval.request_id)
-        result = await _call(mcp, label, call)
-        self._called(call_item(label, call, result, approval.request_id))
-        self._conversation.append(tool_message(call_id, result))
+        tool = self._offered.get(call.name)
+        if not approval.approve:
+            result = CallResult(DECLINED, None)
+        elif tool is None or tool.label != label:
+            # Approved, but not a tool this request's mcp tools offer (its allowed_tools): not run.
+            result = CallResult(None, f"{call.name} on {label!r} is not offered to this response")
+        else:
+            self._calling(label, call, approval.request_id)
+            result = await _call(mcp, label, call)
+            self._called(call_item(label, call, result, approval.request_id))
+        approval.result.update(tool_message(call_id, result))
 
     async def _after_round(self, mcp: McpConnections, output: ChoiceOutput) -> bool:
         """Adds the round's items; runs its MCP calls; True when another round follows."""

@@ -83,7 +83,7 @@ class _StreamedRounds(McpRounds):
         assert self.events is not None
         steps: list[tuple[str, dict[str, Any]]] = []
         if item["type"] == "mcp_list_tools":
-            ended = "failed" if item["error"] else "completed"
+            ended = "failed" if item["error"] and not item["tools"] else "completed"
             steps = [("response.mcp_list_tools.in_progress", {})]
             self._emit(self.events.open_item({**item, "tools": []}, steps))
             self._emit(self.events.close_item(item, [(f"response.mcp_list_tools.{ended}", {})]))
@@ -174,8 +174,12 @@ async def stream_with_mcp(
             rounds.queue.put_nowait(([events.end(outcome.usage)], True))
         except APIError as exc:
             rounds.queue.put_nowait(([], exc))
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise  # the response is gone: nothing reads the queue
+        except BaseException as exc:  # the stream must end, whatever ended the rounds
             rounds.queue.put_nowait(([], errors.as_api_error(exc, log, "response")))
+            if not isinstance(exc, Exception):
+                raise
 
     async def enter(stack: AsyncExitStack) -> tuple[AsyncIterator[Write], Write]:
         task = asyncio.ensure_future(produce())

@@ -88,6 +88,12 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
         for i, t in enumerate(raw_tools)
         if isinstance(t, dict) and t.get("type") == "mcp"
     )
+    labels = [tool.label for tool in mcp_tools]
+    for tool in mcp_tools:
+        if labels.count(tool.label) > 1:
+            raise invalid(
+                f"{tool.path}.server_label", f"MCP server {tool.label!r} is named by two tools"
+            )
     tools = [
         _tool(t, f"tools[{i}]")
         for i, t in enumerate(raw_tools)
@@ -169,8 +175,9 @@ def _approvals(
     known.update(items.approval_requests)
     approvals, requested = [], {}
     labels = {tool.label for tool in mcp_tools}
-    for raw, path in items.approvals:
-        approval = parse_approval(raw, path)
+    for given in items.approvals:
+        path = given.path
+        approval = parse_approval(given.item, path, given.result)
         asked = known.get(approval.request_id)
         if asked is None:
             raise invalid(

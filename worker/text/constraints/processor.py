@@ -87,7 +87,7 @@ class ConstraintProcessor:
                 return self._only([gate.end_id], logits)
             if isinstance(gate, ThinkGate):
                 return logits  # thinking is free text
-            if spent and not self._failed:
+            if spent and not self._failed and self._matcher is not None:
                 # A harmony grammar covers the analysis: end it as soon as the grammar lets
                 # it end (not inside a character split across byte tokens).
                 words = self._words

@@ -49,7 +49,9 @@ log = logging.getLogger("gateway.workers.supervisor")
 RESTART_BACKOFF = 0.5  # seconds before the first restart; doubles per crash in the window
 EXIT_GRACE = 0.2  # after an exit, time for its last messages (Fatal, final Step) to arrive
 SHUTDOWN_GRACE = 5.0  # a worker asked to shut down is killed after this
-HOST_ANSWER_TIMEOUT = 10.0  # a worker host that does not answer a start this long: retry
+# A worker host that does not answer a start this long: retry. It answers once it has started
+# the worker process, which took over 10 s on a loaded 2-core machine (a full test run).
+HOST_ANSWER_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,14 @@ def test_a_call_runs_on_the_mcp_server_and_its_result_reaches_the_model(server, 
     assert response.usage.input_tokens > 2 * rounds.usage.input_tokens
 
 
+def test_an_mcp_tool_choice_forces_a_call_of_that_tool(server, scripted_path):
+    tool = mcp(require_approval="never", allowed_tools=["llm_time", "add"])
+    choice = {"type": "mcp", "server_label": "tools", "name": "llm_time"}
+    response = respond(server, scripted_path, tools=[tool], tool_choice=choice)
+    assert kinds(response) == CALLED and only(response, "mcp_call").name == "llm_time"
+    assert response.tool_choice.type == "mcp"
+
+
 def test_a_call_that_needs_approval_runs_once_approved(server, scripted_path):
     first = respond(server, scripted_path, tools=[mcp()], tool_choice="required")
     assert kinds(first) == ["mcp_list_tools", "reasoning", "mcp_approval_request"]
@@ -283,6 +291,18 @@ def test_a_server_that_cannot_be_reached_lists_an_error(server, scripted_path, l
         ({"tools": [mcp(connector_id="connector_gmail")]}, "tools[0].connector_id"),
         ({"tools": [mcp(require_approval="sometimes")]}, "tools[0].require_approval"),
         ({"tools": [mcp(allowed_tools="llm_time")]}, "tools[0].allowed_tools"),
+        ({"tools": [mcp(), mcp()]}, "tools[1].server_label"),
+        (
+            {"tools": [mcp()], "tool_choice": {"type": "mcp", "server_label": "slow"}},
+            "tool_choice.server_label",
+        ),
+        (
+            {
+                "tools": [mcp(), mcp("slow")],
+                "tool_choice": {"type": "mcp", "server_label": "slow"},
+            },
+            "tool_choice.name",
+        ),
         (
             {
                 "tools": [mcp()],

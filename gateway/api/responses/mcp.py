@@ -17,7 +17,8 @@ ends the response; the client answers in a follow-up request (`previous_response
 `mcp_approval_response` input item (`approval_request_id`, `approve`), and the approved call is
 run (a declined one is reported to the model as declined) before generation goes on. A round
 that calls one of the request's own functions ends the response with its `function_call`
-items, as without MCP. `tool_choice` "required" or a named function applies to the first round.
+items, as without MCP. `tool_choice` "required", a named function or an `mcp` choice (`{"type":
+"mcp", "server_label", "name"}`: that tool) applies to the first round.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ _TOOL_KEYS = {
     "authorization",
     "connector_id",
     "defer_loading",
+    "allowed_callers",
+    "tunnel_id",
 }
 
 
@@ -117,7 +120,7 @@ def parse_tool(tool: dict[str, Any], path: str) -> McpTool:
     label = tool.get("server_label")
     if not isinstance(label, str) or not label:
         raise invalid(f"{path}.server_label", f"`{path}.server_label` must be a non-empty string")
-    for key in ("connector_id", "headers", "authorization"):
+    for key in ("connector_id", "tunnel_id", "headers", "authorization"):
         if tool.get(key) is not None:
             raise unsupported(
                 f"{path}.{key}",

@@ -88,19 +88,20 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
         for i, t in enumerate(raw_tools)
         if isinstance(t, dict) and t.get("type") == "mcp"
     )
-    labels = [tool.label for tool in mcp_tools]
+    seen: set[str] = set()
     for tool in mcp_tools:
-        if labels.count(tool.label) > 1:
+        if tool.label in seen:
             raise invalid(
                 f"{tool.path}.server_label", f"MCP server {tool.label!r} is named by two tools"
             )
+        seen.add(tool.label)
     tools = [
         _tool(t, f"tools[{i}]")
         for i, t in enumerate(raw_tools)
         if not (isinstance(t, dict) and t.get("type") == "mcp")
     ]
     approvals, requested = _approvals(items, earlier_output, mcp_tools)
-    choice = _tool_choice(body.get("tool_choice"))
+    choice = _tool_choice(body.get("tool_choice"), mcp_tools, bool(tools))
     if mcp_tools:
         # The MCP servers' tools join after they are listed (gateway/api/responses/mcp.py):
         # a forced choice is checked by the worker then.
@@ -140,7 +141,7 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
         "previous_response_id": previous,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
-        "tool_choice": _echo_choice(choice),
+        "tool_choice": _echo_choice(choice, body.get("tool_choice")),
         "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
         "text": {"format": (body.get("text") or {}).get("format") or {"type": "text"}},
         "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
@@ -241,9 +242,13 @@ def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
+def _tool_choice(
+    choice: Any, mcp_tools: tuple[McpTool, ...] = (), functions: bool = False
+) -> str | dict[str, Any] | None:
     if choice is None or choice in ("none", "auto", "required"):
         return choice
+    if isinstance(choice, dict) and choice.get("type") == "mcp":
+        return _mcp_choice(choice, mcp_tools, functions)
     if isinstance(choice, dict) and choice.get("type") == "function":
         name = choice.get("name")
         if not isinstance(name, str) or not name:
@@ -254,7 +259,35 @@ def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
     raise invalid("tool_choice", "`tool_choice` must be 'none', 'auto', 'required' or a function")
 
 
-def _echo_choice(choice: str | dict[str, Any] | None) -> Any:
+def _mcp_choice(
+    choice: dict[str, Any], mcp_tools: tuple[McpTool, ...], functions: bool
+) -> str | dict[str, Any]:
+    """`{"type": "mcp", "server_label", "name"}`: a call of that tool (a named function once
+    listed); without a name, a call of any tool, which is that server's only when it is the
+    request's one source of tools."""
+    label = choice.get("server_label")
+    if label not in {tool.label for tool in mcp_tools}:
+        raise invalid(
+            "tool_choice.server_label",
+            f"`tool_choice.server_label` {label!r} is not the label of one of the `mcp` tools",
+        )
+    name = choice.get("name")
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise invalid("tool_choice.name", "`tool_choice.name` must be a string")
+        return named_choice(name)
+    if functions or len(mcp_tools) > 1:
+        raise invalid(
+            "tool_choice.name",
+            "an `mcp` tool_choice without `name` is only enforced when that server is the "
+            "request's only source of tools: name the tool",
+        )
+    return "required"
+
+
+def _echo_choice(choice: str | dict[str, Any] | None, given: Any = None) -> Any:
+    if isinstance(given, dict) and given.get("type") == "mcp":
+        return {"type": "mcp", "server_label": given["server_label"], "name": given.get("name")}
     if isinstance(choice, dict):
         return {"type": "function", "name": choice["function"]["name"]}
     return choice or "auto"

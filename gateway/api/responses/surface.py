@@ -97,9 +97,18 @@ CREATE = RequestSchema(
                         "required": ["type", "name"],
                         "properties": {"type": {"const": "function"}, "name": {"type": "string"}},
                     },
+                    {
+                        "type": "object",
+                        "required": ["type", "server_label"],
+                        "properties": {
+                            "type": {"const": "mcp"},
+                            "server_label": {"type": "string"},
+                            "name": {"type": ["string", "null"]},
+                        },
+                    },
                 ]
             },
-            "none, auto, required, or one named function.",
+            "none, auto, required, one named function, or a tool of an `mcp` server.",
         ),
         "parallel_tool_calls": s.boolean("false: at most one call per turn."),
         "text": s.structure(

@@ -248,6 +248,26 @@ def test_an_approval_answered_twice_is_a_400(server, scripted_path):
     assert info.value.body["param"] == "input[1].approval_request_id"
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+def test_a_client_leaving_a_whole_response_mid_call_stops_the_mcp_server(server, scripted_path):
+    tool = mcp("tools", require_approval="never", allowed_tools=["hang"])
+    impatient = openai_client(server).with_options(timeout=4, max_retries=0)
+    with pytest.raises(openai.APITimeoutError):
+        impatient.responses.create(
+            model=model_name(scripted_path),
+            input="What time is it?",
+            tools=[tool],
+            tool_choice="required",
+            max_output_tokens=64,
+            temperature=0,
+        )
+    deadline = time.monotonic() + 20  # "tools" waits 30 s for a call
+    while mcp_server_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mcp_server_processes() == []
+    assert only(respond(server, scripted_path), "message").content[0].text
+
+
 @pytest.mark.parametrize(
     "label, tool, kind, error",
     [

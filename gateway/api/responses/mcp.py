@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from msgspec.structs import replace
 from starlette.requests import Request
@@ -45,6 +45,7 @@ from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput, ToolCall
 from gateway.generation.request import GenerationRequest
 from gateway.generation.tools import function_tool
+from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.mcp.client import CallResult, ListedTool, McpConnections
 from gateway.mcp.config import McpServer
@@ -53,6 +54,7 @@ from protocol.inputs import ChatInputs
 from protocol.messages import Usage
 
 MAX_ROUNDS = 8
+T = TypeVar("T")
 DECLINED = "The user declined this call."
 _TOOL_KEYS = {
     "type",
@@ -353,6 +355,15 @@ class McpRounds:
                     function_call_item(new_id("fc"), call.id, call.name, call.arguments)
                 )
 
+    async def _watched(self, work: Awaitable[T]) -> T:
+        """MCP work between the rounds (a listing, a call): a client that leaves cancels it
+        (a round's generation has its own watcher, in lifecycle.complete)."""
+        watcher = DisconnectWatcher(self._request.receive)
+        try:
+            return await watcher.run(work)
+        finally:
+            watcher.close()
+
     def _calling(self, label: str, call: ToolCall, approval_id: str | None) -> None:
         """An MCP call is about to run."""
 
@@ -366,7 +377,7 @@ class McpRounds:
         functions = []
         own = {t["function"]["name"] for t in self._generation.inputs.tools}  # type: ignore[union-attr]
         for tool in self._tools:
-            listed, error = await mcp.list_tools(tool.label)
+            listed, error = await self._watched(mcp.list_tools(tool.label))
             offered = [t for t in listed if tool.offers(t)]
             kept, left_out = [], []
             for t in offered:
@@ -401,7 +412,7 @@ class McpRounds:
             result = CallResult(None, f"{call.name} on {label!r} is not offered to this response")
         else:
             self._calling(label, call, approval.request_id)
-            result = await _call(mcp, label, call)
+            result = await self._watched(_call(mcp, label, call))
             self._called(call_item(label, call, result, approval.request_id))
         approval.result.update(tool_message(call_id, result))
 
@@ -422,7 +433,7 @@ class McpRounds:
                 go_on = False
             else:
                 self._calling(tool.label, call, None)
-                result = await _call(mcp, tool.label, call)
+                result = await self._watched(_call(mcp, tool.label, call))
                 self._called(call_item(tool.label, call, result, None))
                 self._conversation.append(tool_message(call.id, result))
         return go_on

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
@@ -42,6 +42,7 @@ from gateway.mcp.config import McpServer
 from gateway.workers.protocol import EngineClient
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Write = tuple[list[bytes], Ending]
 
@@ -92,6 +93,10 @@ class _StreamedRounds(McpRounds):
 
     def _round_items(self, output: ChoiceOutput) -> None:
         """Streamed as they were generated."""
+
+    async def _watched(self, work: Awaitable[T]) -> T:
+        """The streamed response's own watcher cancels this task when the client leaves."""
+        return await work
 
     def _calling(self, label: str, call: ToolCall, approval_id: str | None) -> None:
         assert self.events is not None

@@ -11,6 +11,7 @@ group's ports. The worker's own flags follow, with `--distributed`.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 
@@ -48,15 +49,21 @@ def distributed_worker_command(config: ServerConfig, worker_argv: list[str]) -> 
     ]  # fmt: skip
 
 
+# Where the ring backend's ports are picked: below the kernels' ephemeral ranges (Linux
+# 32768-60999, macOS and Windows 49152-65535), so that between this check and mlx.launch's
+# bind the kernel does not hand the same port to another process's bind(0) or outgoing
+# connection (it did once in a full test run: "[ring] Couldn't bind socket (error: 98)").
+PORT_RANGE = (20000, 32000)
+
+
 def free_port_run(count: int, attempts: int = 50) -> int:
-    """A port P with P .. P + count - 1 all free on 127.0.0.1 now."""
+    """A port P with P .. P + count - 1 all free on 127.0.0.1 now, from PORT_RANGE."""
+    low, high = PORT_RANGE
     for _ in range(attempts):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count <= 65535 and all(_free(base + i) for i in range(count)):
+        base = random.randrange(low, high - count)
+        if all(_free(base + i) for i in range(count)):
             return base
-    raise OSError(f"found no {count} consecutive free ports on 127.0.0.1")
+    raise OSError(f"found no {count} consecutive free ports on 127.0.0.1 in {low}-{high}")
 
 
 def _free(port: int) -> bool:

@@ -149,3 +149,15 @@ def test_serve_checks_the_hostfile(no_serving, tmp_path):
     assert result.exit_code == 0, result.output
     config = no_serving[0].config
     assert (config.distributed_hostfile, config.parallel) == (str(hostfile), "pipeline")
+
+
+def test_ring_ports_are_picked_below_the_ephemeral_ranges():
+    import socket
+
+    from gateway.workers.distributed_worker import PORT_RANGE, free_port_run
+
+    base = free_port_run(2)
+    assert PORT_RANGE[0] <= base and base + 2 <= PORT_RANGE[1]
+    for port in (base, base + 1):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))  # free

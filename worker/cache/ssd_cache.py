@@ -209,13 +209,12 @@ class SsdCacheTier:
         for done in self._io.drain():
             if done.written is not None:
                 key, trimmable, _ = self._pending.pop(done.written)
+                self._supersedes.pop(done.written, None)
                 self._counts["writes"] += 1
                 if done.written in self._superseded:
                     self._superseded.discard(done.written)
                 else:
                     self._add(key, _DiskEntry(done.written, trimmable))
-            if done.written is not None:
-                self._supersedes.pop(done.written, None)
             if done.failed is not None:
                 self._pending.pop(done.failed)
                 self._superseded.discard(done.failed)

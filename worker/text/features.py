@@ -34,13 +34,9 @@ from typing import Any
 
 from protocol.inputs import ChatInputs, CompleteInputs
 from worker.runtime.errors import bad_request
-from worker.text.parsers import hermes
+from worker.text.parsers import harmony, hermes
 from worker.text.parsers.base import ParsedDelta
 from worker.text.parsers.families import ToolFormat
-from worker.text.parsers.harmony import CHANNEL as HARMONY_CHANNEL
-from worker.text.parsers.harmony import END as HARMONY_END
-from worker.text.parsers.harmony import MESSAGE as HARMONY_MESSAGE
-from worker.text.parsers.harmony import HarmonyParser
 from worker.text.parsers.output import OutputParser, ResponseParser
 from worker.text.parsers.reasoning import ReasoningFormat, ReasoningParser
 from worker.text.parsers.registry import (
@@ -217,7 +213,7 @@ def _harmony_features(
         starts_inside=False,
         max_tokens=inputs.sampling.max_tokens,
     )
-    parser = HarmonyParser(
+    parser = harmony.HarmonyParser(
         context, cut_short=(lambda: processor.closed_out) if processor is not None else None
     )
     return RequestFeatures([processor] if processor is not None else [], parser)
@@ -273,7 +269,7 @@ def _decide(
     vocab = tokenizer.get_vocab()
     names = (reasoning_name, tool_name)
     if any(name in HARMONY for name in names):
-        missing = [m for m in (HARMONY_MESSAGE, HARMONY_END, HARMONY_CHANNEL) if m not in vocab]
+        missing = [m for m in (harmony.MESSAGE, harmony.END, harmony.CHANNEL) if m not in vocab]
         if missing:
             raise ValueError(f"the harmony parser needs {', '.join(missing)} in the vocabulary")
         return ModelFeatures(harmony=True)

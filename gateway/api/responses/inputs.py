@@ -192,23 +192,28 @@ class _Turns:
         self._flush()
         self.messages.append({"role": _ROLES[role], "content": text})
 
-    def function_call(self, item: dict, path: str) -> None:
+    def _call(self, call_id: str, name: str, arguments: str) -> None:
+        """A tool call joins the open assistant turn."""
         call = {
-            "id": _str(item, "call_id", path),
+            "id": call_id,
             "type": "function",
-            "function": {
-                "name": _str(item, "name", path),
-                "arguments": _str(item, "arguments", path),
-            },
+            "function": {"name": name, "arguments": arguments},
         }
         self._turn(fresh=False).setdefault("tool_calls", []).append(call)
 
-    def function_call_output(self, item: dict, path: str) -> None:
+    def _result(self, call_id: str, text: str) -> None:
+        """A tool call's result: a `tool` message after the assistant turn."""
         self._flush()
-        text = text_of(item.get("output"), f"{path}.output")
-        self.messages.append(
-            {"role": "tool", "content": text, "tool_call_id": _str(item, "call_id", path)}
+        self.messages.append({"role": "tool", "content": text, "tool_call_id": call_id})
+
+    def function_call(self, item: dict, path: str) -> None:
+        self._call(
+            _str(item, "call_id", path), _str(item, "name", path), _str(item, "arguments", path)
         )
+
+    def function_call_output(self, item: dict, path: str) -> None:
+        text = text_of(item.get("output"), f"{path}.output")
+        self._result(_str(item, "call_id", path), text)
 
     def reasoning(self, item: dict, path: str) -> None:
         parts = item.get("content") or item.get("summary") or []
@@ -238,31 +243,20 @@ class _Turns:
             waiting = [a for a in self.approvals if a.item["approval_request_id"] == approval]
             if waiting:
                 waiting[0].result["content"] = text
-                return
-            self._flush()
-            self.messages.append({"role": "tool", "content": text, "tool_call_id": call_id})
+            else:
+                self._result(call_id, text)
             return
-        call = {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }
-        self._turn(fresh=False).setdefault("tool_calls", []).append(call)
-        self._flush()
-        self.messages.append({"role": "tool", "content": text, "tool_call_id": call_id})
+        self._call(call_id, name, arguments)
+        self._result(call_id, text)
 
     def mcp_approval_request(self, item: dict, path: str) -> None:
         request_id = _str(item, "id", path)
         self.approval_requests[request_id] = item
-        call = {
-            "id": request_id.removeprefix(APPROVAL_PREFIX),
-            "type": "function",
-            "function": {
-                "name": _str(item, "name", path),
-                "arguments": _str(item, "arguments", path),
-            },
-        }
-        self._turn(fresh=False).setdefault("tool_calls", []).append(call)
+        self._call(
+            request_id.removeprefix(APPROVAL_PREFIX),
+            _str(item, "name", path),
+            _str(item, "arguments", path),
+        )
 
     def mcp_approval_response(self, item: dict, path: str) -> None:
         request_id = item.get("approval_request_id")

@@ -180,11 +180,8 @@ def _approval(value: Any, path: str) -> tuple[frozenset[str] | None, frozenset[s
 
 
 def parse_approval(item: dict[str, Any], path: str, result: dict[str, Any]) -> ApprovalResponse:
-    request_id = item.get("approval_request_id")
-    if not isinstance(request_id, str) or not request_id:
-        raise invalid(
-            f"{path}.approval_request_id", f"`{path}.approval_request_id` must be a string"
-        )
+    """An `mcp_approval_response` item (its `approval_request_id` checked by inputs.py)."""
+    request_id = item["approval_request_id"]
     approve = item.get("approve")
     if not isinstance(approve, bool):
         raise invalid(f"{path}.approve", f"`{path}.approve` must be a boolean")

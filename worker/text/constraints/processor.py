@@ -81,27 +81,26 @@ class ConstraintProcessor:
 
     def _mask(self, logits: mx.array) -> mx.array:
         gate = self._gate
+        end_thinking = False  # a harmony analysis past the budget: end it once the grammar may
         if gate is not None and gate.state == "inside":
             spent = self._budget is not None and gate.thinking_tokens >= self._budget
-            if spent and (self._matcher is None or isinstance(gate, ThinkGate)):
-                return self._only([gate.end_id], logits)
-            if isinstance(gate, ThinkGate):
-                return logits  # thinking is free text
-            if spent and not self._failed and self._matcher is not None:
-                # A harmony grammar covers the analysis: end it as soon as the grammar lets
-                # it end (not inside a character split across byte tokens).
-                words = self._words
-                self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-                end = gate.end_id
-                if words[end >> 5] & np.uint32(1 << (end & 31)):
-                    return self._only([end], logits)
-                return _apply_bitmask(words, logits)
+            if isinstance(gate, ThinkGate) or self._matcher is None:
+                # Thinking is free text (a harmony grammar, when there is one, covers it).
+                return self._only([gate.end_id], logits) if spent else logits
+            end_thinking = spent
         if self._matcher is None:
             return logits
         if self._failed:
             return self._only(self._eos_ids, logits)
         words = self._words
         self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+        if end_thinking:
+            # Not inside a character split across byte tokens: `<|end|>` once the grammar allows.
+            assert gate is not None
+            end = gate.end_id
+            if words[end >> 5] & np.uint32(1 << (end & 31)):
+                return self._only([end], logits)
+            return _apply_bitmask(words, logits)
         if isinstance(gate, ThinkGate) and gate.state == "maybe":
             words[gate.start_id >> 5] |= np.uint32(1 << (gate.start_id & 31))
         elif (

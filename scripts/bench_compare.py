@@ -182,6 +182,22 @@ class Comparison:
         return {**result, "cpu_s": cpu_seconds(pids) - before}
 
 
+async def measure_or_fail(
+    comparison: Comparison, failed: dict, side: str, scenario: str, label: str, max_tokens: int
+) -> dict | None:
+    """One measurement, or None once the side has failed this scenario: a server that cannot
+    take the load (mlx_lm.server drops some of 32 concurrent streams here: ReadError) is
+    reported as failed there, and the other sides are still measured."""
+    if (side, scenario) in failed:
+        return None
+    try:
+        return await comparison.measure(side, scenario, f"{label}/{scenario}", max_tokens)
+    except Exception as error:  # noqa: BLE001 - any failure of that side is its result
+        failed[side, scenario] = f"{type(error).__name__}: {error}"
+        print(f"  {side} {scenario} failed: {failed[side, scenario]}", flush=True)
+        return None
+
+
 def max_tokens_of(args: argparse.Namespace, scenario: str) -> int:
     return args.turn_max_tokens if scenario == "turns" else args.max_tokens
 
@@ -196,20 +212,22 @@ async def compare(
     scenarios = args.scenarios.split(",")
     data: dict[str, Any] = {s: {side: [] for side in sides} for s in scenarios}
     loads = []
+    failed: dict[tuple[str, str], str] = {}
     try:
         for side in sides:  # warm-up: first-call costs stay out of the numbers
             for scenario in scenarios:
-                await comparison.measure(side, scenario, f"warm/{scenario}", 4)
+                await measure_or_fail(comparison, failed, side, scenario, "warm", 4)
         for round_ in range(args.rounds):
             order = sides[round_ % len(sides) :] + sides[: round_ % len(sides)]
             for scenario in scenarios:
                 for side in order:
-                    label = f"r{round_}/{scenario}"
-                    result = await comparison.measure(
-                        side, scenario, label, max_tokens_of(args, scenario)
+                    label = f"r{round_}"
+                    result = await measure_or_fail(
+                        comparison, failed, side, scenario, label, max_tokens_of(args, scenario)
                     )
-                    data[scenario][side].append(result)
-                    print(f"  round {round_ + 1} {scenario} {side}: {result}", flush=True)
+                    if result is not None:
+                        data[scenario][side].append(result)
+                        print(f"  round {round_ + 1} {scenario} {side}: {result}", flush=True)
             loads.append(os.getloadavg()[0])
             print(
                 f"round {round_ + 1}/{args.rounds} done (load average {loads[-1]:.2f})", flush=True
@@ -217,9 +235,12 @@ async def compare(
     finally:
         for client in clients:
             await client.aclose()
+    for side, scenario in failed:  # a side that failed once has no comparable rounds
+        data[scenario][side] = []
     calibration = comparison.calibration
     return {
         "data": data,
+        "failed": {f"{side} {scenario}": error for (side, scenario), error in failed.items()},
         "load_average": loads,
         "calibration": vars(calibration) if calibration else None,
     }
@@ -258,7 +279,7 @@ def summarize(result: dict) -> dict:
         speedups = [r["cold_ttft_s"] / r["warm_ttft_s"] for r in rows]
         kind, bound = ("ge", 8.0) if side == "ours" else (None, None)
         targets.append(ratio_entry(f"turn-2 TTFT speed-up ({side})", speedups, kind, bound))
-    return {"medians": medians, "targets": targets}
+    return {"medians": medians, "targets": targets, "failed": result.get("failed", {})}
 
 
 def print_summary(summary: dict) -> None:
@@ -266,6 +287,8 @@ def print_summary(summary: dict) -> None:
         print(f"\n{scenario} (median over rounds)")
         for side, metrics in sides.items():
             print(f"  {side:14s} " + "  ".join(f"{m} {v:.4g}" for m, v in metrics.items()))
+    for name, error in summary.get("failed", {}).items():
+        print(f"\n{name}: FAILED ({error})")
     print("\nratios: median of per-round ratios [lowest - highest round]")
     for t in summary["targets"]:
         if t["ratio"] is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.messages import Delta, FinishReason, TokenLogprob, ToolCallDelta, Usage
 
@@ -102,3 +103,16 @@ def total_usage(usages: list[Usage | None]) -> Usage:
         cached_tokens=first.cached_tokens,
         reasoning_tokens=sum(u.reasoning_tokens for u in present),
     )
+
+
+def assistant_turn(output: ChoiceOutput) -> dict[str, Any]:
+    """The conversation message of a generated turn (what the next request continues from)."""
+    message: dict[str, Any] = {"role": "assistant", "content": output.text}
+    if output.reasoning:
+        message["reasoning_content"] = output.reasoning
+    if output.calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in output.tool_calls
+        ]
+    return message

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from gateway.api.responses.mcp import check_servers, parse_tool
 from gateway.http.errors import APIError
 from gateway.mcp.client import ListedTool
 from gateway.mcp.config import McpConfigError, McpServer, load_mcp_config
+from gateway.mcp_rounds.tools import check_servers, parse_tool
 
 
 def load(tmp_path, data) -> tuple[McpServer, ...]:

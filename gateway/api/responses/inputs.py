@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.http.errors import invalid, unknown_field, unsupported
+from gateway.mcp_rounds.items import APPROVAL_PREFIX
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 _KEYS = {
@@ -43,7 +44,7 @@ _KEYS = {
         "namespace",
     },
     "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
-    # Remote MCP tools' items (gateway/api/responses/mcp.py), as a Response returned them.
+    # Remote MCP tools' items (gateway/mcp_rounds/), as a Response returned them.
     "mcp_list_tools": {"type", "id", "server_label", "tools", "error"},
     "mcp_call": {
         "type",
@@ -60,7 +61,6 @@ _KEYS = {
     "mcp_approval_response": {"type", "id", "approval_request_id", "approve", "reason"},
 }
 _TEXT_PARTS = ("input_text", "output_text")
-APPROVAL_PREFIX = "mcpr_"  # an approval request's id: this and the id of the call it holds
 
 
 @dataclass(slots=True)

@@ -9,76 +9,54 @@ MCP items come as events between the rounds:
                     output_item.done
     mcp_approval_request: output_item.added, output_item.done
 
-The rounds run in a task of their own (the MCP SDK's connections must open and close in one
-task), which queues each write for the response; the client leaving cancels the task, which
-aborts the round's worker request and stops the MCP servers. A failure after the stream
-started is the API's `error` event.
+The rounds run in a task of their own (gateway/mcp_rounds/streamed.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 from gateway.api.responses.events import ResponseEvents
-from gateway.api.responses.mcp import McpRounds, call_item, response_of
+from gateway.api.responses.mcp import ResponseRounds, response_of
 from gateway.api.responses.objects import ResponseMeta
 from gateway.api.responses.requests import ResponsesRequest
 from gateway.api.responses.store import ResponseStore, StoredResponse
-from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput, ToolCall
 from gateway.generation.request import GenerationRequest
-from gateway.http import errors
-from gateway.http.errors import APIError
-from gateway.http.sse import has_output
-from gateway.http.streaming import Ending, StreamedResponse, keepalive_for, open_stream
+from gateway.http.streaming import StreamedResponse
 from gateway.mcp.client import CallResult
 from gateway.mcp.config import McpServer
+from gateway.mcp_rounds.items import call_item
+from gateway.mcp_rounds.streamed import QueuedWrites, Write, stream_rounds, streamed_round
 from gateway.workers.protocol import EngineClient
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-Write = tuple[list[bytes], Ending]
 
-
-class _StreamedRounds(McpRounds):
+class _StreamedRounds(ResponseRounds):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.queue: asyncio.Queue[Write] = asyncio.Queue()
+        self.writes = QueuedWrites()
         self.events: ResponseEvents | None = None
         self._pending: dict[str, Any] | None = None
 
-    def offers(self, name: str) -> bool:
-        return name in self._offered
-
     def _emit(self, data: bytes) -> None:
-        if data:
-            self.queue.put_nowait(([data], False))
+        self.writes.emit(data)
 
     async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
-        assert self.events is not None
-        lifecycle.check_max_tokens(self._engine, req)
-        output = ChoiceOutput()
-        async with self._engine.request(req.inputs, True) as batches:
-            async for batch in batches:
-                for delta in batch:
-                    output.add(delta)
-                    if has_output(delta):
-                        self._emit(self.events.delta(0, delta))
-                    if delta.finish_reason is None:
-                        continue
-                    error = errors.terminal_error(delta)
-                    if error is not None:
-                        raise error
-                    self._emit(self.events.round_finish(delta))
-                    return output
-        raise errors.no_terminal("response")
+        events = self.events
+        assert events is not None
+        output = await streamed_round(
+            self._engine, req, lambda delta: self._emit(events.delta(0, delta)), "response"
+        )
+        assert output.terminal is not None  # streamed_round returns at the terminal delta
+        self._emit(events.round_finish(output.terminal))
+        return output
 
     def _item(self, item: dict[str, Any]) -> None:
         assert self.events is not None
@@ -118,7 +96,7 @@ class _StreamedRounds(McpRounds):
         self._pending = None
 
 
-R = TypeVar("R", bound=McpRounds)
+R = TypeVar("R", bound=ResponseRounds)
 
 
 def _rounds(
@@ -135,7 +113,7 @@ def _rounds(
         parsed.conversation,
         parsed.mcp,
         servers,
-        parsed.logprobs,
+        logprobs=parsed.logprobs,
     )
 
 
@@ -148,7 +126,7 @@ async def complete_with_mcp(
     store: ResponseStore,
 ) -> dict[str, Any]:
     """The whole Response (stored unless `store: false`)."""
-    rounds = _rounds(McpRounds, request, engine, parsed, servers)
+    rounds = _rounds(ResponseRounds, request, engine, parsed, servers)
     outcome = await rounds.run(parsed.approvals, parsed.approval_requests)
     response = response_of(meta, outcome)
     if parsed.store:
@@ -173,37 +151,10 @@ async def stream_with_mcp(
     events = ResponseEvents(meta, parsed.logprobs, on_done, hidden=rounds.offers)
     rounds.events = events
 
-    async def produce() -> None:
-        try:
-            outcome = await rounds.run(parsed.approvals, parsed.approval_requests)
-            rounds.queue.put_nowait(([events.end(outcome.usage)], True))
-        except APIError as exc:
-            rounds.queue.put_nowait(([], exc))
-        except asyncio.CancelledError:
-            raise  # the response is gone: nothing reads the queue
-        except BaseException as exc:  # the stream must end, whatever ended the rounds
-            rounds.queue.put_nowait(([], errors.as_api_error(exc, log, "response")))
-            if not isinstance(exc, Exception):
-                raise
+    async def run() -> bytes:
+        outcome = await rounds.run(parsed.approvals, parsed.approval_requests)
+        return events.end(outcome.usage)
 
-    async def enter(stack: AsyncExitStack) -> tuple[AsyncIterator[Write], Write]:
-        task = asyncio.ensure_future(produce())
-        stack.push_async_callback(_cancel, task)
-        return _writes(rounds.queue), ([events.start()], False)
-
-    opened = await open_stream(request, enter, keepalive_for(request, events.keepalive))
-    return StreamedResponse(opened, _as_is, events.error, "response")
-
-
-def _as_is(write: Write) -> Write:
-    return write
-
-
-async def _writes(queue: asyncio.Queue[Write]) -> AsyncIterator[Write]:
-    while True:
-        yield await queue.get()
-
-
-async def _cancel(task: asyncio.Future[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    return await stream_rounds(
+        request, rounds.writes, run, events.start(), events.keepalive, events.error, "response"
+    )

@@ -72,19 +72,6 @@ def output_items(output: ChoiceOutput, logprobs: bool) -> list[dict[str, Any]]:
     return items
 
 
-def assistant_turn(output: ChoiceOutput) -> dict[str, Any]:
-    """The conversation message a stored response continues from."""
-    message: dict[str, Any] = {"role": "assistant", "content": output.text}
-    if output.reasoning:
-        message["reasoning_content"] = output.reasoning
-    if output.calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in output.tool_calls
-        ]
-    return message
-
-
 def usage_body(usage: Usage | None) -> dict[str, Any]:
     usage = usage or Usage(0, 0)
     return {

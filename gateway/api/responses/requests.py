@@ -3,7 +3,7 @@
 Honoured: `model`, `input`, `instructions` (a system message, not carried over by
 `previous_response_id`, as in OpenAI), `previous_response_id` (the stored conversation is
 prepended), `store`, `max_output_tokens`, `temperature`, `top_p`, `stream`, function `tools`
-and remote `mcp` tools with their approvals (gateway/api/responses/mcp.py),
+and remote `mcp` tools with their approvals (gateway/mcp_rounds/),
 `tool_choice`, `parallel_tool_calls`, `text.format` (JSON modes by constrained decoding),
 `reasoning.effort` ("none" / "minimal" turn the template's thinking off, the others on; the
 template gets it as `reasoning_effort`, which GPT-OSS's reads),
@@ -26,13 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.api.responses.inputs import InputItems, input_items
-from gateway.api.responses.mcp import ApprovalResponse, McpTool, parse_approval, parse_tool
+from gateway.api.responses.mcp import parse_approval
 from gateway.api.responses.store import ResponseStore
 from gateway.api.responses.surface import CREATE, LOGPROBS_INCLUDE
 from gateway.generation.request import GenerationRequest
 from gateway.generation.structured import check_keys, json_schema
 from gateway.generation.tools import function_tool, named_choice, tool_inputs
 from gateway.http.errors import APIError, invalid, unsupported
+from gateway.mcp_rounds.rounds import ApprovalResponse
+from gateway.mcp_rounds.tools import McpTool, parse_tool
 from gateway.schema import readers as f
 from protocol.inputs import ChatInputs, Constraint, JsonObject, SamplingParams
 
@@ -49,7 +51,7 @@ class ResponsesRequest:
     store: bool
     logprobs: bool  # logprobs in output_text parts
     echo: dict[str, Any] = field(default_factory=dict)  # request fields the Response repeats
-    # Remote MCP tools (gateway/api/responses/mcp.py), the approvals this input answers and
+    # Remote MCP tools (gateway/mcp_rounds/), the approvals this input answers and
     # the approval requests they answer, by id.
     mcp: tuple[McpTool, ...] = ()
     approvals: tuple[ApprovalResponse, ...] = ()
@@ -103,7 +105,7 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     approvals, requested = _approvals(items, earlier_output, mcp_tools)
     choice = _tool_choice(body.get("tool_choice"), mcp_tools, bool(tools))
     if mcp_tools:
-        # The MCP servers' tools join after they are listed (gateway/api/responses/mcp.py):
+        # The MCP servers' tools join after they are listed (gateway/mcp_rounds/):
         # a forced choice is checked by the worker then.
         inputs.update(tool_inputs(tools, None, f.boolean(body, "parallel_tool_calls")))
         if choice is not None:

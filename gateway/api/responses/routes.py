@@ -14,16 +14,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.api.responses.events import ResponseEvents
-from gateway.api.responses.mcp import check_servers
 from gateway.api.responses.mcp_run import complete_with_mcp, stream_with_mcp
-from gateway.api.responses.objects import ResponseMeta, assistant_turn, output_items
+from gateway.api.responses.objects import ResponseMeta, output_items
 from gateway.api.responses.requests import ResponsesRequest, parse_create
 from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.generation import lifecycle
-from gateway.generation.output import ChoiceOutput
+from gateway.generation.output import ChoiceOutput, assistant_turn
 from gateway.http.errors import APIError
 from gateway.http.json_request import read_json
 from gateway.http.model_routing import check_model, engine_for
+from gateway.mcp_rounds.tools import check_servers
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import CHAT
 

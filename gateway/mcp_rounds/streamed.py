@@ -1,0 +1,120 @@
+"""A streamed response whose writes come from MCP rounds (gateway/mcp_rounds/rounds.py)
+running in a task of their own: the MCP SDK's connections must open and close in one task, so
+the rounds queue each write and the response reads the queue. The client leaving cancels the
+task, which aborts the round's worker request and stops the MCP servers. A failure after the
+stream started is the API's error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from gateway.generation import lifecycle
+from gateway.generation.output import ChoiceOutput
+from gateway.generation.request import GenerationRequest
+from gateway.http import errors
+from gateway.http.errors import APIError
+from gateway.http.sse import has_output
+from gateway.http.streaming import Ending, StreamedResponse, keepalive_for, open_stream
+from gateway.workers.protocol import EngineClient
+from protocol.messages import Delta
+
+log = logging.getLogger(__name__)
+
+Write = tuple[list[bytes], Ending]
+
+
+class QueuedWrites:
+    """The writes the rounds make, in order."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Write] = asyncio.Queue()
+
+    def emit(self, data: bytes) -> None:
+        if data:
+            self.queue.put_nowait(([data], False))
+
+
+async def streamed_round(
+    engine: EngineClient, req: GenerationRequest, on_output: Callable[[Delta], None], what: str
+) -> StreamedOutput:
+    """One round, generated streamed: each delta with output goes to `on_output` as it comes;
+    the round's output, ended by its terminal delta (an error one raised as the API's error)."""
+    lifecycle.check_max_tokens(engine, req)
+    output = StreamedOutput()
+    async with engine.request(req.inputs, True) as batches:
+        async for batch in batches:
+            for delta in batch:
+                output.add(delta)
+                if has_output(delta):
+                    on_output(delta)
+                if delta.finish_reason is None:
+                    continue
+                error = errors.terminal_error(delta)
+                if error is not None:
+                    raise error
+                output.terminal = delta
+                return output
+    raise errors.no_terminal(what)
+
+
+@dataclass(slots=True)
+class StreamedOutput(ChoiceOutput):
+    """A round's output and the terminal delta that ended it."""
+
+    terminal: Delta | None = None
+
+
+async def stream_rounds(
+    request: Request,
+    writes: QueuedWrites,
+    run: Callable[[], Awaitable[bytes]],
+    first: bytes,
+    keepalive: bytes,
+    error: Callable[[APIError], bytes],
+    what: str,
+) -> StreamedResponse[Write]:
+    """Stream `first`, then what `run` (the rounds) emits into `writes`, then the bytes `run`
+    returns, which end the stream. `what` names the stream in errors ("response", "request")."""
+    queue = writes.queue
+
+    async def produce() -> None:
+        try:
+            last = await run()
+            queue.put_nowait(([last], True))
+        except APIError as exc:
+            queue.put_nowait(([], exc))
+        except asyncio.CancelledError:
+            raise  # the response is gone: nothing reads the queue
+        except BaseException as exc:  # the stream must end, whatever ended the rounds
+            queue.put_nowait(([], errors.as_api_error(exc, log, what)))
+            if not isinstance(exc, Exception):
+                raise
+
+    async def enter(stack: AsyncExitStack) -> tuple[AsyncIterator[Write], Write]:
+        task = asyncio.ensure_future(produce())
+        stack.push_async_callback(_cancel, task)
+        return _writes(queue), ([first], False)
+
+    opened = await open_stream(request, enter, keepalive_for(request, keepalive))
+    return StreamedResponse(opened, _as_is, error, what)
+
+
+def _as_is(write: Write) -> Write:
+    return write
+
+
+async def _writes(queue: asyncio.Queue[Write]) -> AsyncIterator[Write]:
+    while True:
+        yield await queue.get()
+
+
+async def _cancel(task: asyncio.Future[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

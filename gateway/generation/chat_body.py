@@ -138,7 +138,8 @@ CHAT = RequestSchema(
         "n": s.integer("Choices to generate.", 1, MAX_N),
         "chat_template_kwargs": s.obj("Extension: passed to the chat template."),
         "tools": s.structure(
-            {"type": "array", "items": FUNCTION_TOOL}, "Function tools the model may call."
+            {"type": "array", "items": FUNCTION_TOOL},
+            "Function tools the model may call (and, an extension, `mcp` tools: README).",
         ),
         "tool_choice": s.structure(TOOL_CHOICE, "none, auto, required, or one named function."),
         "parallel_tool_calls": s.boolean("false: at most one call per turn."),

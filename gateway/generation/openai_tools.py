@@ -18,7 +18,7 @@ _CHOICES = ("none", "auto", "required")
 def parse_tool_fields(body: dict) -> dict[str, Any]:
     tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(f.array(body, "tools") or [])]
     return tool_inputs(
-        tools, _choice(body.get("tool_choice")), f.boolean(body, "parallel_tool_calls")
+        tools, parse_tool_choice(body.get("tool_choice")), f.boolean(body, "parallel_tool_calls")
     )
 
 
@@ -46,7 +46,8 @@ def _tool(tool: Any, path: str) -> dict[str, Any]:
     )
 
 
-def _choice(choice: Any) -> str | dict[str, Any] | None:
+def parse_tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    """`tool_choice` -> the worker's form, or a 400 naming it."""
     if choice is None or choice in _CHOICES:
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function":

@@ -60,8 +60,9 @@ class ApprovalResponse:
 
 @dataclass(slots=True)
 class McpOutcome:
-    """What the rounds produced: the Response's items, usage summed over the rounds, the last
-    round's output (its finish reason) and the conversation to store."""
+    """What the rounds produced: their items (the MCP ones, and what the API's `_round_items`
+    added), usage summed over the rounds, the last round's output (its finish reason) and the
+    conversation so far."""
 
     items: list[dict[str, Any]]
     usage: Usage

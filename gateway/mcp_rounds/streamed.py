@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
@@ -22,10 +23,12 @@ from gateway.http import errors
 from gateway.http.errors import APIError
 from gateway.http.sse import has_output
 from gateway.http.streaming import Ending, StreamedResponse, keepalive_for, open_stream
+from gateway.mcp_rounds.rounds import McpRounds
 from gateway.workers.protocol import EngineClient
 from protocol.messages import Delta
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Write = tuple[list[bytes], Ending]
 
@@ -69,6 +72,35 @@ class StreamedOutput(ChoiceOutput):
     """A round's output and the terminal delta that ended it."""
 
     terminal: Delta | None = None
+
+
+class StreamedRounds(McpRounds):
+    """Rounds whose output streams: each round's deltas are written as they come (the API's
+    `_on_output`), and the MCP work between the rounds is not watched on its own: the streamed
+    response's watcher cancels the rounds' task when the client leaves."""
+
+    what = "request"  # the stream's name in errors
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writes = QueuedWrites()
+        self.last_terminal: Delta | None = None  # the last round's
+
+    async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
+        output = await streamed_round(self._engine, req, self._on_output, self.what)
+        self.last_terminal = output.terminal
+        self._on_round_end(output)
+        return output
+
+    def _on_output(self, delta: Delta) -> None:
+        """Write a delta with output, in the API's events."""
+        raise NotImplementedError
+
+    def _on_round_end(self, output: StreamedOutput) -> None:
+        """A round ended (`output.terminal`: its terminal delta)."""
+
+    async def _watched(self, work: Awaitable[T]) -> T:
+        return await work
 
 
 async def stream_rounds(

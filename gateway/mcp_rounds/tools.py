@@ -59,6 +59,24 @@ class McpTool:
         return self.always is None or name in self.always
 
 
+def is_mcp(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type") == "mcp"
+
+
+def parse_tools(tools: Sequence[Any]) -> tuple[McpTool, ...]:
+    """The `mcp` tools of a request's `tools` (paths by their places there), each server named
+    once."""
+    parsed = tuple(parse_tool(t, f"tools[{i}]") for i, t in enumerate(tools) if is_mcp(t))
+    seen: set[str] = set()
+    for tool in parsed:
+        if tool.label in seen:
+            raise invalid(
+                f"{tool.path}.server_label", f"MCP server {tool.label!r} is named by two tools"
+            )
+        seen.add(tool.label)
+    return parsed
+
+
 def parse_tool(tool: dict[str, Any], path: str) -> McpTool:
     unknown = sorted(set(tool) - _TOOL_KEYS)
     if unknown:

@@ -8,21 +8,16 @@ started over stdio by the gateway as `--mcp-config` lists it.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.support.mcp_server import TIME
+from tests.support.mcp_server import TIME, running_under, write_config
 from tests.support.server import model_name, openai_client
 from worker.tiny_models import ensure_checkpoint
 from worker.tiny_models.scripted import ANSWER, THINKING
-
-ROOT = Path(__file__).resolve().parents[2]
-SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +27,8 @@ def scripted_path() -> str:
 
 @pytest.fixture(scope="module")
 def server(start_server, scripted_path, tmp_path_factory):
-    stdio = {"command": SERVER[0], "args": SERVER[1:], "cwd": str(ROOT)}
-    config = {
-        "mcpServers": {
-            "tools": stdio,
-            "slow": {**stdio, "timeout": 2},
-            "broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(1)"]},
-            "web": {"url": "http://127.0.0.1:9/mcp"},
-        }
-    }
-    path = tmp_path_factory.mktemp("mcp") / "mcp.json"
-    path.write_text(json.dumps(config))
-    return start_server(scripted_path, "--mcp-config", str(path), name="mcp")
+    config = write_config(tmp_path_factory.mktemp("mcp"))
+    return start_server(scripted_path, "--mcp-config", str(config), name="mcp")
 
 
 def respond(server, path, **fields):
@@ -186,20 +171,6 @@ def test_streamed_an_approval_request_ends_the_response(server, scripted_path):
     assert added == kinds(final)
 
 
-def mcp_server_processes() -> list[int]:
-    """The test MCP servers running now (the gateway starts them as children)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"tests.support.mcp_server" in command:
-                found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
 def test_a_client_leaving_mid_call_stops_the_mcp_server_and_the_worker_goes_on(
     server, scripted_path
@@ -211,11 +182,11 @@ def test_a_client_leaving_mid_call_stops_the_mcp_server_and_the_worker_goes_on(
         for event in events:
             if event.type == "response.mcp_call.in_progress":
                 break
-    assert mcp_server_processes()  # the hung call's server was running
+    assert running_under(server.proc.pid)  # the hung call's server was running
     deadline = time.monotonic() + 20
-    while mcp_server_processes() and time.monotonic() < deadline:
+    while running_under(server.proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert mcp_server_processes() == []
+    assert running_under(server.proc.pid) == []
     assert only(respond(server, scripted_path), "message").content[0].text
 
 
@@ -262,9 +233,9 @@ def test_a_client_leaving_a_whole_response_mid_call_stops_the_mcp_server(server,
             temperature=0,
         )
     deadline = time.monotonic() + 20  # "tools" waits 30 s for a call
-    while mcp_server_processes() and time.monotonic() < deadline:
+    while running_under(server.proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert mcp_server_processes() == []
+    assert running_under(server.proc.pid) == []
     assert only(respond(server, scripted_path), "message").content[0].text
 
 

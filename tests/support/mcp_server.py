@@ -8,9 +8,11 @@ Tools: `llm_time` (the tool the scripted test checkpoint calls by itself; return
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
@@ -43,6 +45,47 @@ def crash() -> str:
 @server.tool(description="Always fails.")
 def fail() -> str:
     raise ValueError("this tool always fails")
+
+
+def write_config(folder: Path) -> Path:
+    """The tests' `--mcp-config` file in `folder`: "tools" (this server over stdio), "slow"
+    (the same with a 2 s time limit), "broken" (a command that exits at once), "web" (a URL
+    where nothing listens)."""
+    root = Path(__file__).resolve().parents[2]
+    stdio = {
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_server"],
+        "cwd": str(root),
+    }
+    config = {
+        "mcpServers": {
+            "tools": stdio,
+            "slow": {**stdio, "timeout": 2},
+            "broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(1)"]},
+            "web": {"url": "http://127.0.0.1:9/mcp"},
+        }
+    }
+    path = folder / "mcp.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def running_under(parent: int) -> list[int]:
+    """The processes of this server that `parent` (a gateway) started and that run now: a
+    gateway's stdio MCP servers are its children (others, of other tests' gateways, are not
+    counted)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+                # stat: "pid (comm) state ppid ...": comm may hold spaces, so split after ")"
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if b"tests.support.mcp_server" in command and ppid == parent:
+                found.append(int(entry.name))
+    return found
 
 
 if __name__ == "__main__":

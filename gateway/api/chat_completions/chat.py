@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.api.chat_completions import audio_out
+from gateway.api.chat_completions.choice import choice_of
 from gateway.api.chat_completions.chunks import ChatChunks, usage_dict
+from gateway.api.chat_completions.mcp import take_mcp_tools, with_mcp
 from gateway.api.chat_completions.spoken_answers import SpokenAnswers
 from gateway.audio.speech.phrases import Voice
 from gateway.audio.speech.served import phrase_voice, speech_model
@@ -19,8 +20,6 @@ from gateway.generation import lifecycle
 from gateway.generation.audio_parts import transcribe_audio_parts
 from gateway.generation.chat_body import CHAT as CHAT_FIELDS
 from gateway.generation.chat_body import read_chat
-from gateway.generation.logprobs import chat_logprobs
-from gateway.generation.output import ChoiceOutput
 from gateway.generation.request import GenerationRequest
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.http.json_request import read_json
@@ -36,6 +35,7 @@ from protocol.messages import Usage
 
 async def chat_completions(request: Request) -> Response:
     body = await read_json(request)
+    body, mcp_tools, mcp_choice = take_mcp_tools(body)
     CHAT_FIELDS.check(body)  # before a model is loaded for it (the parser needs the engine)
     engine = await engine_for(request, body.get("model"), CHAT)
     media = MediaCollector.for_engine(engine, transcribes=_can_transcribe(request, engine))
@@ -49,6 +49,9 @@ async def chat_completions(request: Request) -> Response:
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     model = engine.model_name
+    if mcp_tools:
+        head = {"id": response_id, "created": created, "model": model}
+        return await with_mcp(request, engine, req, mcp_tools, mcp_choice, head)
     if req.audio_out is not None:
         return await _spoken(request, engine, req, response_id, created, model, body)
     if req.stream:
@@ -62,7 +65,7 @@ async def chat_completions(request: Request) -> Response:
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [_choice(choice) for choice in result.choices],
+            "choices": [choice_of(choice) for choice in result.choices],
             "usage": usage_dict(result.usage, req.transcribed_audio_parts),
         }
     )
@@ -91,29 +94,6 @@ def _pool_recognizer(request: Request) -> str | None:
     if pool is None:
         return None
     return next((m.id for m in pool.served_models() if TRANSCRIPTION in m.kinds), None)
-
-
-def _choice(output: ChoiceOutput) -> dict[str, Any]:
-    # `refusal` is required by the API's schema; the served models never refuse by that channel.
-    message: dict[str, Any] = {"role": "assistant", "content": output.text, "refusal": None}
-    if output.reasoning:
-        message["reasoning_content"] = output.reasoning
-    if output.calls:
-        message["content"] = output.text or None
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in output.tool_calls
-        ]
-    return {
-        "index": output.index,
-        "message": message,
-        "logprobs": chat_logprobs(output.logprobs),
-        "finish_reason": output.finish,
-    }
 
 
 def spoken_answers(request: Request) -> SpokenAnswers:
@@ -234,7 +214,7 @@ async def _spoken(
         return audio_out.stream(request, engine, tts, req, voice, head, answers)
     spoken = await audio_out.complete(request, engine, tts, req, voice)
     assert req.audio_out is not None
-    choice = _choice(spoken.output)
+    choice = choice_of(spoken.output)
     choice["message"]["content"] = None  # the text is the audio's transcript, as in OpenAI
     choice["message"]["audio"] = await audio_out.audio_body(spoken, req.audio_out.format, answers)
     return JSONResponse(

@@ -9,7 +9,10 @@ call's first piece carries index, id, type and name, later pieces only argument 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from msgspec.structs import replace
 
 from gateway.generation.logprobs import chat_logprobs, completion_logprobs
 from gateway.generation.output import finish_reason_of, is_first_piece, new_call_id
@@ -69,6 +72,10 @@ class ChatChunks(_Chunks):
         super().__init__(id, "chat.completion.chunk", created, model, include_usage, n)
         self._called = [False] * n  # whether choice i called a tool (its finish reason)
         self._ids: dict[tuple[int, int], str] = {}
+        # Calls the client must not see (MCP tools the gateway runs: gateway/api/
+        # chat_completions/mcp.py), by name, and the (choice, call index) pieces that are theirs.
+        self.hidden: Callable[[str], bool] | None = None
+        self._hidden: set[tuple[int, int]] = set()
 
     def start(self, usage: Usage | None = None) -> bytes:
         return b"".join(
@@ -81,6 +88,10 @@ class ChatChunks(_Chunks):
         )
 
     def delta(self, index: int, delta: Delta) -> bytes:
+        if self.hidden is not None and delta.tool_calls:
+            delta = self._without_hidden(index, delta)
+            if not (delta.text or delta.reasoning or delta.tool_calls or delta.logprobs):
+                return b""
         if not (delta.reasoning or delta.tool_calls or delta.logprobs):
             return self._chunk(
                 '{"index":'
@@ -104,6 +115,21 @@ class ChatChunks(_Chunks):
             "finish_reason": None,
         }
         return self._chunk(dumps(choice))
+
+    def _without_hidden(self, index: int, delta: Delta) -> Delta:
+        assert self.hidden is not None
+        kept = []
+        for piece in delta.tool_calls:
+            key = (index, piece.index)
+            if is_first_piece(piece) and piece.name and self.hidden(piece.name):
+                self._hidden.add(key)
+            if key not in self._hidden:
+                kept.append(piece)
+        return delta if len(kept) == len(delta.tool_calls) else replace(delta, tool_calls=kept)
+
+    def extension(self, name: str, value: Any) -> bytes:
+        """A chunk with no choices and one extension field (the MCP items)."""
+        return (self._prefix + '],"' + name + '":' + dumps(value) + "}\n\n").encode()
 
     def _tool_call(self, index: int, piece: ToolCallDelta) -> dict[str, Any]:
         if not is_first_piece(piece):

@@ -15,7 +15,6 @@ The rounds run in a task of their own (gateway/mcp_rounds/streamed.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -26,37 +25,36 @@ from gateway.api.responses.objects import ResponseMeta
 from gateway.api.responses.requests import ResponsesRequest
 from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.generation.output import ChoiceOutput, ToolCall
-from gateway.generation.request import GenerationRequest
 from gateway.http.streaming import StreamedResponse
 from gateway.mcp.client import CallResult
 from gateway.mcp.config import McpServer
 from gateway.mcp_rounds.items import call_item
-from gateway.mcp_rounds.streamed import QueuedWrites, Write, stream_rounds, streamed_round
+from gateway.mcp_rounds.streamed import StreamedOutput, StreamedRounds, Write, stream_rounds
 from gateway.workers.protocol import EngineClient
+from protocol.messages import Delta
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _StreamedRounds(ResponseRounds):
+class _StreamedRounds(StreamedRounds, ResponseRounds):
+    what = "response"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.writes = QueuedWrites()
         self.events: ResponseEvents | None = None
         self._pending: dict[str, Any] | None = None
 
     def _emit(self, data: bytes) -> None:
         self.writes.emit(data)
 
-    async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
-        events = self.events
-        assert events is not None
-        output = await streamed_round(
-            self._engine, req, lambda delta: self._emit(events.delta(0, delta)), "response"
-        )
-        assert output.terminal is not None  # streamed_round returns at the terminal delta
-        self._emit(events.round_finish(output.terminal))
-        return output
+    def _on_output(self, delta: Delta) -> None:
+        assert self.events is not None
+        self._emit(self.events.delta(0, delta))
+
+    def _on_round_end(self, output: StreamedOutput) -> None:
+        assert self.events is not None and output.terminal is not None
+        self._emit(self.events.round_finish(output.terminal))
 
     def _item(self, item: dict[str, Any]) -> None:
         assert self.events is not None
@@ -71,10 +69,6 @@ class _StreamedRounds(ResponseRounds):
 
     def _round_items(self, output: ChoiceOutput) -> None:
         """Streamed as they were generated."""
-
-    async def _watched(self, work: Awaitable[T]) -> T:
-        """The streamed response's own watcher cancels this task when the client leaves."""
-        return await work
 
     def _calling(self, label: str, call: ToolCall, approval_id: str | None) -> None:
         assert self.events is not None

@@ -34,7 +34,7 @@ from gateway.generation.structured import check_keys, json_schema
 from gateway.generation.tools import function_tool, named_choice, tool_inputs
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.mcp_rounds.rounds import ApprovalResponse
-from gateway.mcp_rounds.tools import McpTool, parse_tool
+from gateway.mcp_rounds.tools import McpTool, is_mcp, parse_tools
 from gateway.schema import readers as f
 from protocol.inputs import ChatInputs, Constraint, JsonObject, SamplingParams
 
@@ -85,23 +85,8 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     _reasoning(body, kwargs)
     inputs: dict[str, Any] = {"messages": system + conversation, "chat_template_kwargs": kwargs}
     raw_tools = f.array(body, "tools") or []
-    mcp_tools = tuple(
-        parse_tool(t, f"tools[{i}]")
-        for i, t in enumerate(raw_tools)
-        if isinstance(t, dict) and t.get("type") == "mcp"
-    )
-    seen: set[str] = set()
-    for tool in mcp_tools:
-        if tool.label in seen:
-            raise invalid(
-                f"{tool.path}.server_label", f"MCP server {tool.label!r} is named by two tools"
-            )
-        seen.add(tool.label)
-    tools = [
-        _tool(t, f"tools[{i}]")
-        for i, t in enumerate(raw_tools)
-        if not (isinstance(t, dict) and t.get("type") == "mcp")
-    ]
+    mcp_tools = parse_tools(raw_tools)
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(raw_tools) if not is_mcp(t)]
     approvals, requested = _approvals(items, earlier_output, mcp_tools)
     choice = _tool_choice(body.get("tool_choice"), mcp_tools, bool(tools))
     if mcp_tools:

@@ -16,13 +16,17 @@ _CHOICES = ("none", "auto", "required")
 
 
 def parse_tool_fields(body: dict) -> dict[str, Any]:
-    tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(f.array(body, "tools") or [])]
+    tools = [
+        parse_function_tool(tool, f"tools[{i}]")
+        for i, tool in enumerate(f.array(body, "tools") or [])
+    ]
     return tool_inputs(
         tools, parse_tool_choice(body.get("tool_choice")), f.boolean(body, "parallel_tool_calls")
     )
 
 
-def _tool(tool: Any, path: str) -> dict[str, Any]:
+def parse_function_tool(tool: Any, path: str) -> dict[str, Any]:
+    """One `tools` entry (a function tool) -> the worker's form, or a 400 naming `path`."""
     if not isinstance(tool, dict):
         raise invalid(path, f"`{path}` must be an object")
     kind = tool.get("type")

@@ -68,6 +68,9 @@ class McpOutcome:
     usage: Usage
     last: ChoiceOutput
     conversation: list[dict[str, Any]] = field(default_factory=list)
+    # The rounds ended (MAX_ROUNDS or max tokens spent) right after MCP results the model has
+    # not answered yet.
+    cut: bool = False
 
 
 class McpRounds:
@@ -117,6 +120,7 @@ class McpRounds:
             tools = [*inputs.tools, *functions]
             choice = inputs.tool_choice
             budget = inputs.sampling.max_tokens  # max_output_tokens: the rounds' together
+            cut = False
             for _ in range(MAX_ROUNDS):
                 round_inputs = replace(
                     inputs,
@@ -129,11 +133,13 @@ class McpRounds:
                 if output.usage is not None:
                     self._usages.append(output.usage)
                     budget -= output.usage.completion_tokens
-                if not await self._after_round(mcp, output) or budget < 1:
+                cut = await self._after_round(mcp, output)
+                if not cut or budget < 1:
                     break
                 if choice == "required" or isinstance(choice, dict):
                     choice = "auto"  # a forced choice applies to the first round
-            return McpOutcome(self.items, _summed(self._usages), output, self._conversation)
+            usage = _summed(self._usages)
+            return McpOutcome(self.items, usage, output, self._conversation, cut)
 
     # -- what an API's variant does otherwise ------------------------------------------------
 

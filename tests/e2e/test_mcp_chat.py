@@ -23,6 +23,7 @@ from worker.tiny_models.scripted import ANSWER, THINKING
 
 NEVER = {"type": "mcp", "server_label": "tools", "require_approval": "never"}
 QUESTION = [{"role": "user", "content": "What time is it?"}]
+FUNCTION = {"type": "function", "function": {"name": "get_weather"}}
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +150,15 @@ def test_a_server_that_fails_is_listed_with_its_error_and_the_model_still_answer
         ({"tools": [{**NEVER, "surprise": 1}]}, "tools[0].surprise"),
         ({"tools": [NEVER], "tool_choice": "sometimes"}, "tool_choice"),
         ({"tools": [NEVER], "n": 2}, "n"),
+        # the function tools' places are theirs in the body as sent
+        (
+            {"tools": [NEVER, {"type": "function", "function": {"name": ""}}]},
+            "tools[1].function.name",
+        ),
+        ({"tools": [NEVER, FUNCTION, FUNCTION]}, "tools[2].name"),
+        ({"tools": [NEVER], "response_format": {"type": "json_object"}}, "response_format"),
+        ({"tools": [NEVER], "max_tokens": 10**9}, "max_tokens"),
+        ({"tools": [NEVER], "max_tokens": 10**9, "stream": True}, "max_tokens"),
     ],
 )
 def test_bad_mcp_input_is_a_400_naming_it(server, scripted_path, fields, param):
@@ -158,6 +168,18 @@ def test_bad_mcp_input_is_a_400_naming_it(server, scripted_path, fields, param):
     )
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+def test_an_output_constraint_applies_when_nothing_can_be_called(server, scripted_path):
+    response = chat(
+        server,
+        scripted_path,
+        tools=[NEVER, FUNCTION],
+        tool_choice="none",
+        response_format={"type": "json_object"},
+    )
+    assert response.choices[0].message.tool_calls is None
+    assert [i["type"] for i in response.model_extra["mcp_items"]] == ["mcp_list_tools"]
 
 
 def test_without_mcp_tools_nothing_changes(server, scripted_path):

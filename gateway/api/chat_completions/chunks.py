@@ -73,9 +73,11 @@ class ChatChunks(_Chunks):
         self._called = [False] * n  # whether choice i called a tool (its finish reason)
         self._ids: dict[tuple[int, int], str] = {}
         # Calls the client must not see (MCP tools the gateway runs: gateway/api/
-        # chat_completions/mcp.py), by name, and the (choice, call index) pieces that are theirs.
+        # chat_completions/mcp.py), by name; per round, the (choice, call index) pieces that are
+        # theirs and the index each call the client sees gets (its calls numbered from 0).
         self.hidden: Callable[[str], bool] | None = None
         self._hidden: set[tuple[int, int]] = set()
+        self._visible: dict[tuple[int, int], int] = {}
 
     def start(self, usage: Usage | None = None) -> bytes:
         return b"".join(
@@ -116,16 +118,25 @@ class ChatChunks(_Chunks):
         }
         return self._chunk(dumps(choice))
 
+    def new_round(self) -> None:
+        """A new round of generation begins: its calls are numbered afresh (from 0)."""
+        self._hidden.clear()
+        self._visible.clear()
+
     def _without_hidden(self, index: int, delta: Delta) -> Delta:
+        """The delta without the hidden calls' pieces, the others renumbered in order."""
         assert self.hidden is not None
         kept = []
         for piece in delta.tool_calls:
             key = (index, piece.index)
-            if is_first_piece(piece) and piece.name and self.hidden(piece.name):
-                self._hidden.add(key)
-            if key not in self._hidden:
-                kept.append(piece)
-        return delta if len(kept) == len(delta.tool_calls) else replace(delta, tool_calls=kept)
+            if is_first_piece(piece) and key not in self._visible and key not in self._hidden:
+                if piece.name and self.hidden(piece.name):
+                    self._hidden.add(key)
+                else:
+                    self._visible[key] = sum(1 for k in self._visible if k[0] == index)
+            if key in self._visible:
+                kept.append(replace(piece, index=self._visible[key]))
+        return replace(delta, tool_calls=kept)
 
     def extension(self, name: str, value: Any) -> bytes:
         """A chunk with no choices and one extension field (the MCP items)."""

@@ -32,19 +32,20 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.api.chat_completions.choice import choice_of
 from gateway.api.chat_completions.chunks import ChatChunks, usage_dict
-from gateway.generation.openai_tools import parse_tool_choice
+from gateway.generation import lifecycle
+from gateway.generation.openai_tools import parse_function_tool, parse_tool_choice
 from gateway.generation.output import ChoiceOutput
 from gateway.generation.request import GenerationRequest
-from gateway.http.errors import unsupported
+from gateway.http.errors import invalid, unsupported
 from gateway.mcp.config import McpServer
-from gateway.mcp_rounds.rounds import McpRounds
+from gateway.mcp_rounds.rounds import McpOutcome, McpRounds
 from gateway.mcp_rounds.streamed import StreamedRounds, stream_rounds
 from gateway.mcp_rounds.tools import McpTool, check_servers, is_mcp, parse_tools
 from gateway.schema.openai_chat import FUNCTION_TOOL, TOOL_CHOICE
 from gateway.schema.validate import check_value
 from gateway.workers.protocol import EngineClient
 from protocol.inputs import ChatInputs
-from protocol.messages import Delta
+from protocol.messages import Delta, FinishReason
 
 ITEMS = "mcp_items"  # the extension field
 SEPARATOR = "\n\n"  # between two rounds' texts (and reasonings)
@@ -67,15 +68,25 @@ def take_mcp_tools(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[McpTool,
                 "'never', or use the Responses API",
             )
     functions = []
+    names: set[str] = set()
     for i, tool in enumerate(raw):
-        if not is_mcp(tool):
-            check_value(f"tools[{i}]", tool, FUNCTION_TOOL)
-            functions.append(tool)
+        if is_mcp(tool):
+            continue
+        path = f"tools[{i}]"  # its place in the body as sent
+        check_value(path, tool, FUNCTION_TOOL)
+        name = parse_function_tool(tool, path)["function"]["name"]
+        if name in names:
+            raise invalid(f"{path}.name", f"Tool name {name!r} is defined twice")
+        names.add(name)
+        functions.append(tool)
     rest = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
     if functions:
         rest["tools"] = functions
-    check_value("tool_choice", body.get("tool_choice"), TOOL_CHOICE)
-    return rest, tools, parse_tool_choice(body.get("tool_choice"))
+    choice = body.get("tool_choice")
+    check_value("tool_choice", choice, TOOL_CHOICE)
+    if choice == "none":
+        rest["tool_choice"] = choice  # nothing to call: output constraints may apply
+    return rest, tools, parse_tool_choice(choice)
 
 
 async def with_mcp(
@@ -96,6 +107,14 @@ async def with_mcp(
         raise unsupported("modalities", "audio output with MCP tools")
     inputs = req.inputs
     assert isinstance(inputs, ChatInputs)
+    constraint = inputs.sampling.constraint
+    if constraint is not None and (choice or "auto") != "none":
+        named = getattr(constraint, "field", None) or "response_format"
+        raise unsupported(
+            named.split(".")[0],
+            "an output constraint together with callable tools; set tool_choice 'none'",
+        )
+    lifecycle.check_max_tokens(engine, req)  # before a stream starts, as without MCP
     if choice is not None:
         inputs = replace(inputs, tool_choice=choice)
     req = _with(req, inputs)
@@ -103,7 +122,7 @@ async def with_mcp(
         return await _streamed(request, engine, req, tools, servers, head)
     rounds = ChatRounds(request, engine, req, list(inputs.messages), tools, servers)
     outcome = await rounds.run((), {})
-    message = rounds.message(outcome.last)
+    message = rounds.message(outcome)
     return JSONResponse(
         {
             **head,
@@ -132,13 +151,15 @@ class ChatRounds(McpRounds):
         if output.logprobs is not None:
             self._logprobs = (self._logprobs or []) + list(output.logprobs)
 
-    def message(self, last: ChoiceOutput) -> dict[str, Any]:
-        """The choice: the rounds' text, the last round's own-function calls and finish."""
+    def message(self, outcome: McpOutcome) -> dict[str, Any]:
+        """The choice: the rounds' text, the last round's own-function calls and finish
+        ("length" when the rounds were cut before the model answered its tools' results)."""
+        last = outcome.last
         whole = ChoiceOutput(
             text_parts=[SEPARATOR.join(self._texts)],
             reasoning_parts=[SEPARATOR.join(self._reasonings)],
             logprobs=self._logprobs,
-            finish_reason=last.finish_reason,
+            finish_reason=FinishReason.LENGTH if outcome.cut else last.finish_reason,
         )
         for call in last.tool_calls:
             if not self.offers(call.name):
@@ -156,6 +177,7 @@ class _StreamedChatRounds(StreamedRounds, ChatRounds):
     async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
         self._wrote = {k: v or self._round_wrote[k] for k, v in self._wrote.items()}
         self._round_wrote = {"text": False, "reasoning": False}
+        self.chunks.new_round()
         return await super()._generate(req)
 
     def _on_output(self, delta: Delta) -> None:
@@ -200,8 +222,11 @@ async def _streamed(
 
     async def run() -> bytes:
         outcome = await rounds.run((), {})
-        assert rounds.last_terminal is not None
-        return chunks.finish(0, rounds.last_terminal) + chunks.end(outcome.usage)
+        terminal = rounds.last_terminal
+        assert terminal is not None
+        if outcome.cut:
+            terminal = replace(terminal, finish_reason=FinishReason.LENGTH)
+        return chunks.finish(0, terminal) + chunks.end(outcome.usage)
 
     return await stream_rounds(
         request, rounds.writes, run, chunks.start(), chunks.keepalive, chunks.error, "request"

@@ -62,6 +62,7 @@ async def _with_mcp(
 ) -> Response:
     servers = {server.label: server for server in request.app.state.config.mcp_servers}
     check_servers(parsed.mcp, servers)
+    lifecycle.check_max_tokens(engine, parsed.generation)  # before a stream starts
     store = store_of(request)
     if parsed.generation.stream:
         return await stream_with_mcp(request, engine, parsed, meta, servers, store)

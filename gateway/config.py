@@ -28,6 +28,9 @@ class ServerConfig:
     header_timeout: float = 15.0
     body_timeout: float = 30.0
     sse_keepalive: float = 3.0  # seconds of silence after which a stream writes a keepalive
+    # Spoken answers: the first phrase ends after at most this many words (or at a clause
+    # boundary), so speech starts sooner; 0: at the first sentence end (gateway/audio/speech/phrases.py)
+    first_phrase_words: int = 6
     drain_timeout: float = 30.0  # model swap: seconds in-flight requests may finish
     ready_timeout: float = 600.0  # seconds a worker may take from spawn to READY
     heartbeat_interval: float = 0.5

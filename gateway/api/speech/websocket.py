@@ -126,7 +126,7 @@ async def _session(websocket: WebSocket) -> None:
 
 
 async def _read_text(websocket: WebSocket, phrases: asyncio.Queue, speaker: Any) -> None:
-    splitter = Phrases()
+    splitter = Phrases(websocket.app.state.config.first_phrase_words)
     total = 0
     while True:
         receiving = asyncio.ensure_future(_receive(websocket))

@@ -1,5 +1,6 @@
 """Text spoken phrase by phrase: `Phrases` cuts streamed text into phrases (a sentence end, a
-line end, or `MAX_PHRASE_CHARS` cut at a space), `Voice` is what each phrase's speech request
+line end, or `MAX_PHRASE_CHARS` cut at a space; the first phrase also at its first clause
+boundary or after FIRST_PHRASE_WORDS words, so speech starts sooner), `Voice` is what each phrase's speech request
 carries but its text, and `speak` runs one phrase's speech request. Shared by chat completions'
 audio out (gateway/api/chat_completions/audio_out.py), the speech WebSocket and the Realtime
 API's responses.
@@ -22,29 +23,54 @@ MAX_PHRASE_CHARS = 160
 # A sentence end followed by a space (so "3.14" or "..." still being written does not cut), or
 # a line end.
 _PHRASE_END = re.compile(r"[.!?;:\u3002\uff01\uff1f]+[\"')\]]*\s|\n")
+# The first phrase is the one the listener waits for (the answer's first audio comes after its
+# text is written and spoken): it also ends at a clause boundary (a comma or a dash followed by
+# a space) once it has MIN_CLAUSE_WORDS words, or after FIRST_PHRASE_WORDS words at most. Later
+# phrases are whole sentences, spoken while the answer goes on (and with a sentence's prosody).
+FIRST_PHRASE_WORDS = 6
+MIN_CLAUSE_WORDS = 2
+# (Words are counted between spaces: text written without them gets the sentence rule only.)
+_CLAUSE_END = re.compile(r",[\"')\]]*\s|\s[-\u2013\u2014]+\s|[\u2013\u2014]\s")
+_WORD_END = re.compile(r"\w\S*\s")
 
 
 class Phrases:
-    """Text in as it streams; complete phrases out, in order."""
+    """Text in as it streams; complete phrases out, in order. `first_words`: the first phrase's
+    word limit (0: the first phrase is cut like the others)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_words: int = FIRST_PHRASE_WORDS) -> None:
         self._pending = ""
+        self._first_words = first_words
 
     def feed(self, text: str) -> list[str]:
         self._pending += text
         out = []
         while True:
-            end = _PHRASE_END.search(self._pending)
-            if end is not None:
-                cut = end.end()
-            elif len(self._pending) > MAX_PHRASE_CHARS:
-                cut = self._pending.rfind(" ", 0, MAX_PHRASE_CHARS) + 1 or MAX_PHRASE_CHARS
-            else:
+            cut = self._cut()
+            if cut is None:
                 break
             phrase, self._pending = self._pending[:cut], self._pending[cut:]
             if phrase.strip():
                 out.append(phrase.strip())
+                self._first_words = 0
         return out
+
+    def _cut(self) -> int | None:
+        """Where the pending text's first complete phrase ends, if it has one."""
+        ends = [m.end() for m in (_PHRASE_END.search(self._pending),) if m is not None]
+        if self._first_words and self._pending.strip():
+            words = [m.end() for m in _WORD_END.finditer(self._pending)]
+            for clause in _CLAUSE_END.finditer(self._pending):
+                if sum(1 for w in words if w <= clause.end()) >= MIN_CLAUSE_WORDS:
+                    ends.append(clause.end())
+                    break
+            if len(words) >= self._first_words:
+                ends.append(words[self._first_words - 1])
+        if ends:
+            return min(ends)
+        if len(self._pending) > MAX_PHRASE_CHARS:
+            return self._pending.rfind(" ", 0, MAX_PHRASE_CHARS) + 1 or MAX_PHRASE_CHARS
+        return None
 
     def flush(self) -> list[str]:
         rest, self._pending = self._pending.strip(), ""

@@ -1,5 +1,5 @@
-"""Speech out end to end for more mlx-audio families: tiny VoxCPM2 and MOSS-TTS-Nano checkpoints
-each served alone (`serve X --omni`), driven by the openai SDK and plain HTTP.
+"""Speech out end to end for more mlx-audio families: tiny VoxCPM2, MOSS-TTS-Nano and Qwen3-TTS
+VoiceDesign checkpoints each served alone (`serve X --omni`), driven by the openai SDK and plain HTTP.
 
 The audio must equal mlx-audio's own output in this process for the same seed, sample for
 sample, as its CLI makes it (reference audio read at the model's rate with `load_audio`;
@@ -37,6 +37,16 @@ def voxcpm2_path() -> str:
 @pytest.fixture(scope="module")
 def moss_path() -> str:
     return str(ensure_checkpoint("moss_tts_nano"))
+
+
+@pytest.fixture(scope="module")
+def design_path() -> str:
+    return str(ensure_checkpoint("qwen3_tts_voice_design"))
+
+
+@pytest.fixture(scope="module")
+def design(start_server, design_path):
+    return start_server(design_path, "--omni", *SAME_BLAS, name="omni-qwen3-tts-design")
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +223,61 @@ def test_moss_without_a_reference_voice_is_400(moss, moss_path):
         timeout=60,
     )
     assert response.status_code == 400 and "ref_audio" in response.json()["error"]["message"]
+
+
+# -- Qwen3-TTS VoiceDesign: a voice described by `instructions` -------------------------------
+
+INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
+
+
+def test_voice_design_voices_show_descriptions_and_no_presets(design, design_path):
+    body = voices(design)
+    assert body["model"] == Path(design_path).name
+    assert [v for v in body["voices"] if v.get("type") == "preset"] == []
+    assert (body["descriptions"], body["instructions"], body["cloning"]) == (True, True, False)
+
+
+def test_a_designed_voice_equals_direct_mlx_audio_for_the_same_seed(design, design_path):
+    client = openai_client(design)
+    got = speech(client, Path(design_path).name, seed=4, instructions=DESCRIPTION)
+    want = direct_pcm(
+        design_path,
+        4,
+        instruct=DESCRIPTION,
+        lang_code="auto",
+        stream=True,
+        streaming_interval=INTERVAL,
+    )
+    assert got and got == want
+    # Another description is another voice.
+    other = speech(client, Path(design_path).name, seed=4, instructions="A bright, fast voice")
+    assert other != got
+
+
+def test_a_designed_voice_streamed_joins_to_the_buffered_response(design, design_path):
+    client = openai_client(design)
+    kwargs = dict(
+        model=Path(design_path).name,
+        voice="",
+        input=TEXT,
+        response_format="pcm",
+        instructions=DESCRIPTION,
+        extra_body={"seed": 6, "stream": True},
+    )
+    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
+        streamed = b"".join(response.iter_bytes())
+    want = speech(client, Path(design_path).name, seed=6, instructions=DESCRIPTION)
+    assert streamed and streamed == want
+
+
+@pytest.mark.parametrize("extra", [{}, {"voice": "vivian", "instructions": DESCRIPTION}])
+def test_voice_design_without_a_description_or_with_a_preset_is_400(design, design_path, extra):
+    response = httpx.post(
+        f"{design.url}/v1/audio/speech",
+        headers=design.headers,
+        json={"model": Path(design_path).name, "input": TEXT, **extra},
+        timeout=60,
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] in ("instructions", "voice"), error

@@ -92,8 +92,9 @@ def test_a_deleted_voice_is_gone(engine, client):
     deleted = client.delete(f"/v1/audio/voices/{voice_id}").json()
     assert deleted == {"id": voice_id, "object": "audio.voice.deleted", "deleted": True}
     assert client.delete(f"/v1/audio/voices/{voice_id}").status_code == 404
-    client.post("/v1/audio/speech", json={**BODY, "voice": "narrator"})
-    assert engine.last.inputs.voice == "narrator"  # now only a (worker-checked) preset name
+    gone = client.post("/v1/audio/speech", json={**BODY, "voice": "narrator"})
+    # now an unknown preset name: refused before the worker is asked
+    assert gone.status_code == 400 and gone.json()["error"]["param"] == "voice"
 
 
 def test_a_saved_voice_drops_its_transcript_for_a_model_that_clones_from_audio_alone():

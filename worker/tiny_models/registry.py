@@ -94,6 +94,14 @@ ARCHS: Mapping[str, Arch] = {
         sizes=tts.SOPRANO_SIZES,
         build=tts.build_soprano,
     ),
+    # Qwen3-TTS VoiceDesign: voices described by the request's instructions.
+    "qwen3_tts_voice_design": Arch(
+        tts.QWEN3_TTS_TOKENIZER,
+        tts.qwen3_tts_voice_design_config,
+        tts.qwen3_tts_generation_config,
+        sizes=tts.QWEN3_TTS_SIZES,
+        build=tts.build_qwen3_tts_voice_design,
+    ),
     # Qwen3-TTS Base: voice cloning (speaker encoder + the codec's encoder).
     "qwen3_tts_base": Arch(
         tts.QWEN3_TTS_TOKENIZER,

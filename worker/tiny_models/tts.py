@@ -306,6 +306,23 @@ def _build_qwen3(
     return n_params + _save(codec_weights, codec_dir / "model.safetensors")
 
 
+# -- Qwen3-TTS VoiceDesign (a voice described in words) -----------------------------------
+#
+# No preset speakers: the request's `instructions` describe the voice, and mlx-audio refuses to
+# speak without them. The rest is CustomVoice's.
+
+
+def qwen3_tts_voice_design_config(d: TtsDims, tid: Any) -> dict[str, Any]:
+    config = qwen3_tts_config(d, tid)
+    talker = {**config["talker_config"], "spk_id": {}, "spk_is_dialect": {}}
+    return {**config, "tts_model_type": "voice_design", "talker_config": talker}
+
+
+def build_qwen3_tts_voice_design(arch: Any, dims: TtsDims, out_dir: Path) -> int:
+    """Write a tiny Qwen3-TTS VoiceDesign checkpoint into `out_dir`."""
+    return _build_qwen3(qwen3_tts_voice_design_config, dims, out_dir, SPEECH_TOKENIZER_CONFIG, {})
+
+
 # -- Qwen3-TTS Base (voice cloning) -------------------------------------------------------
 #
 # Base has no preset speakers. It clones a voice two ways, both exercised by the tests:

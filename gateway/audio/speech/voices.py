@@ -11,7 +11,10 @@ or a `--voice-alias`; gateway/audio/speech/voice_aliases.py): the request then n
 it stands for (or none, on a model without presets). So a preset wins over a saved voice, and
 a saved voice over an alias.
 
-Cloning on a model that cannot is refused here, naming the model, before the worker is asked.
+Cloning on a model that cannot is refused here, naming the model, before the worker is asked;
+so are a voice the model does not have (naming `voice`, listing its voices) and, on a model
+that speaks only voices described in words (a description, no presets, no cloning: Qwen3-TTS
+VoiceDesign), a request without `instructions`.
 """
 
 from __future__ import annotations
@@ -53,10 +56,30 @@ def resolve(
             "(GET /v1/audio/voices shows `cloning`); use one of its preset voices",
             code="cloning_not_supported",
         )
+    _check_voice(inputs, audio)
     if saved is not None and saved.transcript is not None and not audio.ref_text:
         # The model clones from the audio alone; sending the transcript would be refused.
         inputs = replace(inputs, ref_text=None)
     return dataclasses.replace(call, inputs=inputs)
+
+
+def _check_voice(inputs: SpeechInputs, audio: SpeechInfo) -> None:
+    presets = [v.name for v in audio.voices]
+    if inputs.voice is not None and inputs.voice.casefold() not in {p.casefold() for p in presets}:
+        listed = ", ".join(presets) or "none"
+        ways = [w for w, can in (("clone one with ref_audio", audio.cloning),
+                                 ("describe one in instructions", audio.descriptions)) if can]  # fmt: skip
+        hint = f" ({'; '.join(ways)})" if ways and not presets else ""
+        raise invalid(
+            "voice", f"unknown voice {inputs.voice!r}; this model's voices: {listed}{hint}"
+        )
+    described_only = audio.descriptions and not presets and not audio.cloning
+    if described_only and inputs.ref_audio is None and not inputs.instructions:
+        raise invalid(
+            "instructions",
+            f"The model `{audio.model}` speaks only a voice described in `instructions` "
+            "(e.g. 'A calm, low voice'): send one",
+        )
 
 
 def _aliased(
@@ -67,7 +90,7 @@ def _aliased(
         return inputs
     alias = aliases.get(name.casefold())
     if alias is None:
-        return inputs  # the worker answers an unknown voice with a 400 listing its voices
+        return inputs  # an unknown voice: refused by _check_voice, listing the voices
     if alias.error is not None:
         raise invalid("voice", alias.error, code="voice_alias_invalid")
     return replace(inputs, voice=alias.voice)

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 # Characters of one call's output fed back to the model and returned.
 MAX_OUTPUT_CHARS = 100_000
+MAX_TOOL_PAGES = 20  # pages of a server's tool listing read (a server could page forever)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,21 +65,24 @@ class McpConnections:
             log.warning("closing MCP connections failed", exc_info=True)
 
     async def list_tools(self, label: str) -> tuple[list[ListedTool], str | None]:
-        """The server's tools, or ([], what failed)."""
+        """The server's tools, every page of them (MAX_TOOL_PAGES at most, then what the
+        pages so far held and a note), or ([], what failed)."""
+        tools: list[ListedTool] = []
+        cursor = None
         try:
             client = await self._client(label)
-            result = await client.list_tools()
+            for _ in range(MAX_TOOL_PAGES):
+                result = await client.list_tools(cursor=cursor)
+                tools += [_listed(tool) for tool in result.tools]
+                cursor = result.next_cursor
+                if cursor is None:
+                    return tools, None
         except Exception as exc:
             return [], _failure(f"listing the tools of {label!r}", exc)
-        tools = []
-        for tool in result.tools:
-            annotations = (
-                tool.annotations.model_dump(exclude_none=True) if tool.annotations else None
-            )
-            tools.append(
-                ListedTool(tool.name, tool.description, dict(tool.input_schema or {}), annotations)
-            )
-        return tools, None
+        return (
+            tools,
+            f"{label!r} lists more than {MAX_TOOL_PAGES} pages of tools: the rest left out",
+        )
 
     async def call_tool(self, label: str, name: str, arguments: dict[str, Any]) -> CallResult:
         try:
@@ -126,6 +130,11 @@ class McpConnections:
             raise
         self._clients[label] = client
         return client
+
+
+def _listed(tool: Any) -> ListedTool:
+    annotations = tool.annotations.model_dump(exclude_none=True) if tool.annotations else None
+    return ListedTool(tool.name, tool.description, dict(tool.input_schema or {}), annotations)
 
 
 def _failure(what: str, exc: BaseException) -> str:

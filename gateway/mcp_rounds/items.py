@@ -12,6 +12,8 @@ from gateway.generation.output import ToolCall, new_call_id
 from gateway.mcp.client import CallResult, ListedTool
 
 APPROVAL_PREFIX = "mcpr_"  # an approval request's id: this and the id of the call it holds
+# The result of a call whose approval request the next request did not answer.
+UNANSWERED = "The user did not answer this approval request; the call was not run."
 
 
 def list_tools_item(label: str, tools: Sequence[ListedTool], error: str | None) -> dict[str, Any]:

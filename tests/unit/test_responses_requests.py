@@ -8,6 +8,7 @@ import pytest
 from gateway.api.responses.requests import parse_create
 from gateway.api.responses.store import ResponseStore, StoredResponse
 from gateway.http.errors import APIError
+from gateway.mcp_rounds.items import UNANSWERED
 from protocol.inputs import JsonSchema
 
 TOOL = {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": True}
@@ -97,6 +98,31 @@ def test_previous_response_id_prepends_the_stored_conversation_without_old_instr
         {"role": "user", "content": "c"},
     ]
     assert got.conversation == [*history, {"role": "user", "content": "c"}]
+
+
+def test_an_approval_request_left_unanswered_gets_a_result_saying_the_call_did_not_run():
+    call = {"id": "call_1", "type": "function", "function": {"name": "llm_time", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": "", "tool_calls": [call]}
+    history = [{"role": "user", "content": "a"}, asked]
+    output = [{"type": "mcp_approval_request", "id": "mcpr_call_1", "server_label": "tools"}]
+    store = ResponseStore()
+    store.put("resp_1", StoredResponse({"output": output}, history))
+    mcp = {"type": "mcp", "server_label": "tools"}
+    got = parse(store, previous_response_id="resp_1", input="c", tools=[mcp])
+    assert got.generation.inputs.messages == [
+        *history,
+        {"role": "tool", "tool_call_id": "call_1", "content": UNANSWERED},
+        {"role": "user", "content": "c"},
+    ]
+    assert got.conversation == got.generation.inputs.messages  # what the response stores
+    # answered, the approval's own result stands there instead
+    answer = {
+        "type": "mcp_approval_response",
+        "approval_request_id": "mcpr_call_1",
+        "approve": False,
+    }
+    answered = parse(store, previous_response_id="resp_1", input=[answer], tools=[mcp])
+    assert UNANSWERED not in str(answered.generation.inputs.messages)
 
 
 def test_unknown_previous_response_id_is_rejected():

@@ -33,6 +33,7 @@ from gateway.generation.request import GenerationRequest
 from gateway.generation.structured import check_keys, json_schema
 from gateway.generation.tools import function_tool, named_choice, tool_inputs
 from gateway.http.errors import APIError, invalid, unsupported
+from gateway.mcp_rounds.items import APPROVAL_PREFIX, UNANSWERED
 from gateway.mcp_rounds.rounds import ApprovalResponse
 from gateway.mcp_rounds.tools import McpTool, is_mcp, parse_tools
 from gateway.schema import readers as f
@@ -88,6 +89,10 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     mcp_tools = parse_tools(raw_tools)
     tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(raw_tools) if not is_mcp(t)]
     approvals, requested = _approvals(items, earlier_output, mcp_tools)
+    unanswered = _unanswered(earlier_output, approvals)
+    if unanswered:  # every call in the history gets a result, or templates refuse it
+        conversation = history + unanswered + items.messages
+        inputs["messages"] = system + conversation
     choice = _tool_choice(body.get("tool_choice"), mcp_tools, bool(tools))
     if mcp_tools:
         # The MCP servers' tools join after they are listed (gateway/mcp_rounds/):
@@ -182,6 +187,25 @@ def _approvals(
         approvals.append(approval)
         requested[approval.request_id] = asked
     return tuple(approvals), requested
+
+
+def _unanswered(
+    earlier_output: list[dict[str, Any]], approvals: tuple[ApprovalResponse, ...]
+) -> list[dict[str, Any]]:
+    """The previous response's approval requests this input does not answer, as the results
+    of their calls (not run): the previous response's conversation ends with those calls."""
+    answered = {approval.request_id for approval in approvals}
+    return [
+        {
+            "role": "tool",
+            "tool_call_id": item["id"].removeprefix(APPROVAL_PREFIX),
+            "content": UNANSWERED,
+        }
+        for item in earlier_output
+        if item.get("type") == "mcp_approval_request"
+        and isinstance(item.get("id"), str)
+        and item["id"] not in answered
+    ]
 
 
 def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:

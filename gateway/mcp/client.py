@@ -10,6 +10,7 @@ response goes on, and the model is told what failed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -44,10 +45,38 @@ class CallResult:
     code: int | None = None
 
 
+class _ProcessSlots:
+    """The stdio MCP server processes the gateway runs at once, MAX_PROCESSES at most: a
+    response that would start one more waits for a slot (up to its server's timeout, then
+    that server's listing or call fails, naming the limit)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: asyncio.Semaphore | None = None
+
+    async def take(self, timeout: float) -> bool:
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.size)
+        try:
+            await asyncio.wait_for(self._free.acquire(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def give_back(self) -> None:
+        assert self._free is not None
+        self._free.release()
+
+
+MAX_PROCESSES = 32
+PROCESS_SLOTS = _ProcessSlots(MAX_PROCESSES)
+
+
 class McpConnections:
     def __init__(self, servers: Mapping[str, McpServer]) -> None:
         # Each response starts the stdio servers it uses (not pooled across responses: a server
-        # keeps no state between them, and its process ends with the response).
+        # keeps no state between them, and its process ends with the response), within
+        # PROCESS_SLOTS.
         self._servers = servers
         self._stack = AsyncExitStack()
         self._clients: dict[str, Any] = {}
@@ -121,6 +150,11 @@ class McpConnections:
                 env=dict(server.env) or None,
                 cwd=server.cwd,
             )
+            if not await PROCESS_SLOTS.take(server.timeout):
+                raise ConnectionError(
+                    f"{PROCESS_SLOTS.size} MCP server processes are running for other responses"
+                )
+            self._stack.callback(PROCESS_SLOTS.give_back)  # once its process has stopped
         try:
             client = await self._stack.enter_async_context(
                 Client(target, mode="legacy", read_timeout_seconds=server.timeout)

@@ -4,8 +4,11 @@ up to MAX_TOOL_PAGES."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
+from gateway.mcp import client as client_module
 from gateway.mcp.client import MAX_TOOL_PAGES, McpConnections
 from gateway.mcp.config import McpServer
 
@@ -46,3 +49,23 @@ def test_every_page_of_the_listing_is_read():
 def test_a_server_that_pages_forever_is_cut_with_a_note():
     names, error = listed(PagedClient(0, endless=True))
     assert len(names) == MAX_TOOL_PAGES and "more than" in (error or "")
+
+
+def test_stdio_server_processes_are_bounded_across_responses(monkeypatch):
+    monkeypatch.setattr(client_module, "PROCESS_SLOTS", client_module._ProcessSlots(1))
+    root = str(Path(__file__).resolve().parents[2])
+    command = (sys.executable, "-m", "tests.support.mcp_server")
+    servers = {"tools": McpServer("tools", command=command, cwd=root, timeout=1.0)}
+
+    async def run() -> tuple:
+        async with McpConnections(servers) as first:
+            held, _ = await first.list_tools("tools")  # its process takes the one slot
+            async with McpConnections(servers) as second:
+                refused, error = await second.list_tools("tools")
+        async with McpConnections(servers) as third:  # the first's process has stopped
+            later, _ = await third.list_tools("tools")
+        return held, refused, error, later
+
+    held, refused, error, later = asyncio.run(run())
+    assert held and later and refused == []
+    assert "1 MCP server processes are running" in (error or "")

@@ -48,7 +48,8 @@ class CallResult:
 class _ProcessSlots:
     """The stdio MCP server processes the gateway runs at once, MAX_PROCESSES at most: a
     response that would start one more waits for a slot (up to its server's timeout, then
-    that server's listing or call fails, naming the limit)."""
+    that server's listing or call fails, naming the limit). One per gateway process, whose
+    one event loop its semaphore belongs to."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -100,12 +101,14 @@ class McpConnections:
         cursor = None
         try:
             client = await self._client(label)
+            seen: set[str] = set()
             for _ in range(MAX_TOOL_PAGES):
                 result = await client.list_tools(cursor=cursor)
                 tools += [_listed(tool) for tool in result.tools]
                 cursor = result.next_cursor
-                if cursor is None:
+                if not cursor or cursor in seen:  # the last page (or a server going round)
                     return tools, None
+                seen.add(cursor)
         except Exception as exc:
             return [], _failure(f"listing the tools of {label!r}", exc)
         return (
@@ -152,16 +155,19 @@ class McpConnections:
             )
             if not await PROCESS_SLOTS.take(server.timeout):
                 raise ConnectionError(
-                    f"{PROCESS_SLOTS.size} MCP server processes are running for other responses"
+                    f"the gateway's {PROCESS_SLOTS.size} MCP server processes are all running"
                 )
-            self._stack.callback(PROCESS_SLOTS.give_back)  # once its process has stopped
         try:
             client = await self._stack.enter_async_context(
                 Client(target, mode="legacy", read_timeout_seconds=server.timeout)
             )
         except Exception as exc:
+            if server.url is None:
+                PROCESS_SLOTS.give_back()  # no process runs
             self._broken[label] = _failure(f"connecting to {label!r}", exc)
             raise
+        if server.url is None:
+            self._stack.callback(PROCESS_SLOTS.give_back)  # once its process has stopped
         self._clients[label] = client
         return client
 

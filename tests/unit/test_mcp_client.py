@@ -46,6 +46,17 @@ def test_every_page_of_the_listing_is_read():
     assert client.cursors == [None, "1", "2"]
 
 
+def test_a_cursor_seen_before_or_empty_ends_the_listing():
+    class Circling(PagedClient):
+        async def list_tools(self, cursor: str | None = None) -> SimpleNamespace:
+            self.cursors.append(cursor)
+            return SimpleNamespace(tools=[tool(f"t{len(self.cursors)}")], next_cursor="again")
+
+    assert listed(Circling(0)) == (["t1", "t2"], None)
+    empty = PagedClient(1)
+    assert listed(empty) == (["t0"], None)
+
+
 def test_a_server_that_pages_forever_is_cut_with_a_note():
     names, error = listed(PagedClient(0, endless=True))
     assert len(names) == MAX_TOOL_PAGES and "more than" in (error or "")
@@ -55,12 +66,13 @@ def test_stdio_server_processes_are_bounded_across_responses(monkeypatch):
     monkeypatch.setattr(client_module, "PROCESS_SLOTS", client_module._ProcessSlots(1))
     root = str(Path(__file__).resolve().parents[2])
     command = (sys.executable, "-m", "tests.support.mcp_server")
-    servers = {"tools": McpServer("tools", command=command, cwd=root, timeout=1.0)}
+    servers = {"tools": McpServer("tools", command=command, cwd=root, timeout=60.0)}
+    impatient = {"tools": McpServer("tools", command=command, cwd=root, timeout=0.5)}
 
     async def run() -> tuple:
         async with McpConnections(servers) as first:
             held, _ = await first.list_tools("tools")  # its process takes the one slot
-            async with McpConnections(servers) as second:
+            async with McpConnections(impatient) as second:
                 refused, error = await second.list_tools("tools")
         async with McpConnections(servers) as third:  # the first's process has stopped
             later, _ = await third.list_tools("tools")
@@ -68,4 +80,4 @@ def test_stdio_server_processes_are_bounded_across_responses(monkeypatch):
 
     held, refused, error, later = asyncio.run(run())
     assert held and later and refused == []
-    assert "1 MCP server processes are running" in (error or "")
+    assert "1 MCP server processes are all running" in (error or "")

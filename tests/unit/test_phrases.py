@@ -53,6 +53,8 @@ STORY = (
             ["It costs 3,500 or 3.14 dollars,", "more or less.", "Yes."],
         ),
         ("Hi, ok", ["Hi, ok"]),
+        # a minus between numbers is no dash
+        ("What is 5 - 3? Two.", ["What is 5 - 3?", "Two."]),
     ],
 )
 def test_the_first_phrase_ends_early_and_the_rest_are_sentences(text, phrases):

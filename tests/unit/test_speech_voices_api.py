@@ -158,3 +158,35 @@ def test_the_store_is_bounded_in_count_and_bytes():
     store.add("a", WAV, None)
     with pytest.raises(Exception, match="bytes"):
         store.add("b", WAV, None)
+
+
+def presets_engine(**changes) -> FakeEngine:
+    fake = FakeEngine(speech_script(b"\x01\x00" * 80))
+    audio = replace(AUDIO, **changes)
+    fake.ready_info = ready(Capability.SPEECH, model="/models/tiny-tts", text=None, speech=audio)
+    fake.model_name, fake.model_path = "tiny-tts", "/models/tiny-tts"
+    return fake
+
+
+def test_a_preset_named_in_another_case_reaches_the_worker_as_the_model_spells_it():
+    engine = presets_engine()
+    with make_client(engine) as client:
+        assert client.post("/v1/audio/speech", json={**BODY, "voice": "VIVIAN"}).status_code == 200
+        assert engine.last.inputs.voice == "vivian"
+        unknown = client.post("/v1/audio/speech", json={**BODY, "voice": "nobody"})
+    error = unknown.json()["error"]
+    assert unknown.status_code == 400 and error["param"] == "voice"
+    assert "ryan, vivian" in error["message"]
+
+
+@pytest.mark.parametrize("instructions", [None, "   "])
+def test_a_described_voice_only_model_needs_a_description(instructions):
+    engine = presets_engine(voices=[], descriptions=True)
+    body = {k: v for k, v in BODY.items() if k != "voice"}
+    if instructions is not None:
+        body["instructions"] = instructions
+    with make_client(engine) as client:
+        refused = client.post("/v1/audio/speech", json=body)
+        described = client.post("/v1/audio/speech", json={**body, "instructions": "A calm voice"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "instructions"
+    assert described.status_code == 200

@@ -16,6 +16,7 @@ from gateway.api.chat_completions.spoken_answers import SpokenAnswers
 from gateway.audio.speech.phrases import Voice
 from gateway.audio.speech.served import phrase_voice, speech_model
 from gateway.audio.speech.voice_aliases import FEMALE, OPENAI_VOICES
+from gateway.audio.speech.voices import described_only, described_voice_error
 from gateway.generation import lifecycle
 from gateway.generation.audio_parts import transcribe_audio_parts
 from gateway.generation.chat_body import CHAT as CHAT_FIELDS
@@ -130,6 +131,8 @@ def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> Voice
     audio = speech_model(tts)
     out = req.audio_out
     assert out is not None
+    if described_only(audio):
+        raise described_voice_error(audio, "audio.voice", "chat audio output")
     fields = {
         "model": audio.model,
         "voice": {"id": out.voice} if out.voice_by_id else out.voice,

@@ -38,6 +38,7 @@ from gateway.api.realtime.response import Response, Speech
 from gateway.api.realtime.vad import SpeechProbability, TurnDetector, inference_session
 from gateway.api.realtime.wire import EventError, Outbox, as_event_error, error_event, new_id
 from gateway.audio.speech.served import phrase_voice, speech_model
+from gateway.audio.speech.voices import described_only, described_voice_error
 from gateway.generation.chat_body import parse_chat
 from gateway.http import errors
 from gateway.http.errors import APIError
@@ -426,6 +427,9 @@ class Session:
                              "`--speech-model TTS`, or ask for output_modalities [\"text\"]",
                              "session.output_modalities", "model_not_found")  # fmt: skip
         audio = speech_model(engine)
+        if described_only(audio):
+            exc = described_voice_error(audio, "session.audio.output.voice", "a Realtime session")
+            raise EventError(exc.message, exc.param, "invalid_value")
         fields = {"model": audio.model, "voice": config.voice, "response_format": "pcm"}
         if config.speed is not None:
             fields["speed"] = config.speed

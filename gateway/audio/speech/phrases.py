@@ -30,7 +30,8 @@ _PHRASE_END = re.compile(r"[.!?;:\u3002\uff01\uff1f]+[\"')\]]*\s|\n")
 FIRST_PHRASE_WORDS = 6
 MIN_CLAUSE_WORDS = 2
 # (Words are counted between spaces: text written without them gets the sentence rule only.)
-_CLAUSE_END = re.compile(r",[\"')\]]*\s|\s[-\u2013\u2014]+\s|[\u2013\u2014]\s")
+# (A dash after a word's letter, so "5 - 3" is no boundary.)
+_CLAUSE_END = re.compile(r",[\"')\]]*\s|(?<=[^\W\d_])\s[-\u2013\u2014]+\s|[\u2013\u2014]\s")
 _WORD_END = re.compile(r"\w\S*\s")
 
 

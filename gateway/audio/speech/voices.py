@@ -27,7 +27,7 @@ from msgspec.structs import replace
 from gateway.audio.speech.request import SpeechCall
 from gateway.audio.speech.voice_aliases import VoiceAlias
 from gateway.audio.speech.voice_store import SavedVoice, VoiceStore
-from gateway.http.errors import invalid
+from gateway.http.errors import APIError, invalid
 from protocol.inputs import SpeechInputs
 from protocol.ready import SpeechInfo
 
@@ -56,30 +56,54 @@ def resolve(
             "(GET /v1/audio/voices shows `cloning`); use one of its preset voices",
             code="cloning_not_supported",
         )
-    _check_voice(inputs, audio)
+    inputs = _checked_voice(inputs, audio)
     if saved is not None and saved.transcript is not None and not audio.ref_text:
         # The model clones from the audio alone; sending the transcript would be refused.
         inputs = replace(inputs, ref_text=None)
     return dataclasses.replace(call, inputs=inputs)
 
 
-def _check_voice(inputs: SpeechInputs, audio: SpeechInfo) -> None:
-    presets = [v.name for v in audio.voices]
-    if inputs.voice is not None and inputs.voice.casefold() not in {p.casefold() for p in presets}:
-        listed = ", ".join(presets) or "none"
-        ways = [w for w, can in (("clone one with ref_audio", audio.cloning),
-                                 ("describe one in instructions", audio.descriptions)) if can]  # fmt: skip
-        hint = f" ({'; '.join(ways)})" if ways and not presets else ""
-        raise invalid(
-            "voice", f"unknown voice {inputs.voice!r}; this model's voices: {listed}{hint}"
-        )
-    described_only = audio.descriptions and not presets and not audio.cloning
-    if described_only and inputs.ref_audio is None and not inputs.instructions:
+def _checked_voice(inputs: SpeechInputs, audio: SpeechInfo) -> SpeechInputs:
+    """`inputs` with its voice spelled as the model's preset (names match in any case), or a
+    400 naming `voice` / `instructions` (see the module docstring)."""
+    presets = {v.name.casefold(): v.name for v in audio.voices}
+    if inputs.voice is not None:
+        preset = presets.get(inputs.voice.casefold())
+        if preset is None:
+            listed = ", ".join(presets.values()) or "none"
+            ways = [w for w, can in (("clone one with ref_audio", audio.cloning),
+                                     ("describe one in instructions", audio.descriptions)) if can]  # fmt: skip
+            hint = f" ({'; '.join(ways)})" if ways and not presets else ""
+            raise invalid(
+                "voice", f"unknown voice {inputs.voice!r}; this model's voices: {listed}{hint}"
+            )
+        inputs = replace(inputs, voice=preset)
+    if (
+        described_only(audio)
+        and inputs.ref_audio is None
+        and not (inputs.instructions or "").strip()
+    ):
         raise invalid(
             "instructions",
             f"The model `{audio.model}` speaks only a voice described in `instructions` "
             "(e.g. 'A calm, low voice'): send one",
         )
+    return inputs
+
+
+def described_only(audio: SpeechInfo) -> bool:
+    """A model that speaks only voices described in words (no presets, no cloning)."""
+    return audio.descriptions and not audio.voices and not audio.cloning
+
+
+def described_voice_error(audio: SpeechInfo, param: str, where: str) -> APIError:
+    """The 400 for `where` (chat audio output, a Realtime session), which cannot describe a
+    voice, on a model that speaks only described voices."""
+    return invalid(
+        param,
+        f"The speech model `{audio.model}` speaks only a voice described in words, which "
+        f"{where} cannot send: use /v1/audio/speech (or its WebSocket) with `instructions`",
+    )
 
 
 def _aliased(
@@ -90,7 +114,7 @@ def _aliased(
         return inputs
     alias = aliases.get(name.casefold())
     if alias is None:
-        return inputs  # an unknown voice: refused by _check_voice, listing the voices
+        return inputs  # an unknown voice: refused by _checked_voice, listing the voices
     if alias.error is not None:
         raise invalid("voice", alias.error, code="voice_alias_invalid")
     return replace(inputs, voice=alias.voice)

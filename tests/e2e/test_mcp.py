@@ -14,7 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.mcp_server import TIME, running_under, write_config
+from tests.support.mcp_server import TIME, running_under, start_gateway
 from tests.support.server import model_name, openai_client
 from worker.tiny_models import ensure_checkpoint
 from worker.tiny_models.scripted import ANSWER, THINKING
@@ -26,9 +26,8 @@ def scripted_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(start_server, scripted_path, tmp_path_factory):
-    config = write_config(tmp_path_factory.mktemp("mcp"))
-    return start_server(scripted_path, "--mcp-config", str(config), name="mcp")
+def server(start_server, tmp_path_factory):
+    return start_gateway(start_server, tmp_path_factory, "mcp")
 
 
 def respond(server, path, **fields):

@@ -97,6 +97,19 @@ def speech(client, model: str, **kwargs) -> bytes:
     ).content
 
 
+def streamed(client, model: str, **kwargs) -> bytes:
+    """The SDK's streaming response of a PCM speech request (`stream` asked for), joined."""
+    extra = {
+        "stream": True,
+        **{key: kwargs.pop(key) for key in ("seed", "ref_audio") if key in kwargs},
+    }
+    kwargs = dict(
+        model=model, voice="", input=TEXT, response_format="pcm", extra_body=extra, **kwargs
+    )
+    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
+        return b"".join(response.iter_bytes())
+
+
 def voices(server) -> dict:
     response = httpx.get(f"{server.url}/v1/audio/voices", headers=server.headers, timeout=30)
     assert response.status_code == 200, response.text
@@ -203,16 +216,8 @@ def test_moss_saved_voice_speaks_like_its_reference(moss, moss_path):
 def test_moss_streamed_bytes_join_to_the_buffered_response(moss, moss_path):
     client = openai_client(moss)
     ref = base64.b64encode(REF).decode()
-    kwargs = dict(
-        model=Path(moss_path).name,
-        voice="",
-        input=TEXT,
-        response_format="pcm",
-        extra_body={"seed": 9, "stream": True, "ref_audio": ref},
-    )
-    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
-        streamed = b"".join(response.iter_bytes())
-    assert streamed and streamed == speech(client, Path(moss_path).name, seed=9, ref_audio=ref)
+    got = streamed(client, Path(moss_path).name, seed=9, ref_audio=ref)
+    assert got and got == speech(client, Path(moss_path).name, seed=9, ref_audio=ref)
 
 
 def test_moss_without_a_reference_voice_is_400(moss, moss_path):
@@ -256,18 +261,9 @@ def test_a_designed_voice_equals_direct_mlx_audio_for_the_same_seed(design, desi
 
 def test_a_designed_voice_streamed_joins_to_the_buffered_response(design, design_path):
     client = openai_client(design)
-    kwargs = dict(
-        model=Path(design_path).name,
-        voice="",
-        input=TEXT,
-        response_format="pcm",
-        instructions=DESCRIPTION,
-        extra_body={"seed": 6, "stream": True},
-    )
-    with client.audio.speech.with_streaming_response.create(**kwargs) as response:
-        streamed = b"".join(response.iter_bytes())
-    want = speech(client, Path(design_path).name, seed=6, instructions=DESCRIPTION)
-    assert streamed and streamed == want
+    model = Path(design_path).name
+    got = streamed(client, model, seed=6, instructions=DESCRIPTION)
+    assert got and got == speech(client, model, seed=6, instructions=DESCRIPTION)
 
 
 @pytest.mark.parametrize(

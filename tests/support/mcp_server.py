@@ -70,6 +70,16 @@ def write_config(folder: Path) -> Path:
     return path
 
 
+def start_gateway(start_server, tmp_path_factory, name: str):
+    """A server of the scripted tiny Qwen3 (worker/tiny_models/scripted.py) with the tests'
+    `--mcp-config` (write_config)."""
+    from worker.tiny_models import ensure_checkpoint
+
+    config = write_config(tmp_path_factory.mktemp("mcp"))
+    path = str(ensure_checkpoint("qwen3_scripted"))
+    return start_server(path, "--mcp-config", str(config), name=name)
+
+
 def running_under(parent: int) -> list[int]:
     """The processes of this server that `parent` (a gateway) started and that run now: a
     gateway's stdio MCP servers are its children (others, of other tests' gateways, are not

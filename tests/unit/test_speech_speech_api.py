@@ -12,6 +12,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 import soundfile
+from msgspec.structs import replace
 
 from gateway.api.speech.stream import speech_response
 from gateway.audio.speech.encoding import wav_header
@@ -28,7 +29,9 @@ from tests.support.fake_speech import AUDIO, BODY, PCM, RATE, speech_script
 def engine() -> FakeEngine:
     fake = FakeEngine(speech_script(*PCM))
     fake.model_name = "chat-model"
-    fake.ready_info = ready(Capability.CHAT, Capability.SPEECH, model="/models/chat", speech=AUDIO)
+    # a copy: tests change what the model can do (cloning, sample rate) on their engine only
+    speech = replace(AUDIO)
+    fake.ready_info = ready(Capability.CHAT, Capability.SPEECH, model="/models/chat", speech=speech)
     return fake
 
 

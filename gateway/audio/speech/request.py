@@ -6,9 +6,9 @@ OpenAI's fields (`model`, `input`, `voice`, `instructions`, `response_format`, `
 `ref_text` for a cloned voice, `stream`, `seed`). The same fields come as JSON or, with the
 reference audio as a file part, as multipart/form-data (gateway/api/speech/form.py turns a form
 into the body read here); a saved voice (`voice: {"id": ...}` or its name) is resolved by
-gateway/audio/speech/voices.py. What only the model can judge (is the voice
-one of its presets, does it take instructions, clone, know the language) the worker checks and
-answers with a 400 that says so. `stream` and `stream_format` pick the response:
+gateway/audio/speech/voices.py, which also refuses a voice that is not one of the model's
+presets. What only the model can judge (does it take instructions, clone, know the language)
+the worker checks and answers with a 400 that says so. `stream` and `stream_format` pick the response:
 
     no stream, stream_format absent or "audio"  -> the whole file, once generated
     stream: true (stream_format absent/"audio") -> the file's bytes as they are encoded

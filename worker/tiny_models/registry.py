@@ -88,11 +88,11 @@ ARCHS: Mapping[str, Arch] = {
         build=vlm.build,
     ),
     "soprano": Arch(
-        tts.SOPRANO_TOKENIZER,
-        tts.soprano_config,
-        tts.soprano_generation_config,
-        sizes=tts.SOPRANO_SIZES,
-        build=tts.build_soprano,
+        tts_families.SOPRANO_TOKENIZER,
+        tts_families.soprano_config,
+        tts_families.soprano_generation_config,
+        sizes=tts_families.SOPRANO_SIZES,
+        build=tts_families.build_soprano,
     ),
     # Qwen3-TTS VoiceDesign: voices described by the request's instructions.
     "qwen3_tts_voice_design": Arch(

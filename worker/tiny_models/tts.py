@@ -1,16 +1,17 @@
 """Tiny random-weight text-to-speech checkpoints in the on-disk format mlx-audio loads.
 
-Two families, each written the way a converted (mlx-community) checkpoint is laid out and read
-back through mlx-audio's own `load_model` path (config, sanitize, post-load hook):
+Qwen3-TTS, written the way a converted (mlx-community) checkpoint is laid out and read back
+through mlx-audio's own `load_model` path (config, sanitize, post-load hook):
 
 - `qwen3_tts` (Qwen3-TTS CustomVoice): `config.json` (talker, code predictor, preset speakers
   and languages), `model.safetensors` with the MLX parameter names, a Qwen2-style byte-level BPE
   tokenizer carrying the TTS control tokens, `generation_config.json`, and the codec in
   `speech_tokenizer/` (its own `config.json` and Hugging Face-named `model.safetensors`: the
   codebooks as `cluster_usage` / `embedding_sum`, which mlx-audio's sanitize turns into
-  embeddings).
-- `soprano` (Soprano-80M layout): a Qwen3 language model plus a Vocos decoder in one
-  `model.safetensors`, and a tokenizer with Soprano's `[STOP]`, `[TEXT]`, `[START]` markers.
+  embeddings). `qwen3_tts_voice_design` (no presets: the voice is described) and
+  `qwen3_tts_base` (voice cloning: speaker encoder and the codec's encoder) are the same model.
+
+More families (Soprano, VoxCPM2, MOSS-TTS-Nano): worker/tiny_models/tts_families.py.
 
 Weights are random but deterministic (numpy, seeded per tensor name). Random models never pick
 their stop token on purpose, so `generation_config.json` caps every request at a few codec
@@ -33,7 +34,6 @@ import numpy as np
 
 from worker.tiny_models.tokenizer import (
     QWEN2,
-    TokenizerSpec,
     id_of,
     train_tokenizer,
     write_json,
@@ -49,20 +49,6 @@ QWEN3_TTS_TOKENIZER = dataclasses.replace(
     QWEN2,
     added_tokens=QWEN2.added_tokens
     + (("<tts_pad>", True), ("<tts_text_bos>", True), ("<tts_text_eod>", True)),
-)
-
-SOPRANO_TOKENIZER = TokenizerSpec(
-    pretokenize_regex=QWEN2.pretokenize_regex,
-    nfc=True,
-    added_tokens=(("[STOP]", True), ("[TEXT]", True), ("[START]", True)),
-    bos_token=None,
-    eos_token="[STOP]",
-    pad_token="[STOP]",
-    additional_special_tokens=("[TEXT]", "[START]"),
-    chat_template=None,
-    tokenizer_class="PreTrainedTokenizerFast",
-    post_processor_adds_bos=False,
-    extra_config={"clean_up_tokenization_spaces": False},
 )
 
 # Preset voices of the tiny CustomVoice checkpoint: name -> (codec id, dialect or False).
@@ -103,10 +89,6 @@ QWEN3_TTS_SIZES: Mapping[str, TtsDims] = {
     "long": TtsDims(
         hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=2000
     ),
-}
-SOPRANO_SIZES: Mapping[str, TtsDims] = {
-    "tiny": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=10),
-    "bench": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=64),
 }
 
 
@@ -460,55 +442,3 @@ def build_qwen3_tts_base(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     return _build_qwen3(
         qwen3_tts_base_config, dims, out_dir, codec_config, _speech_encoder_weights()
     )
-
-
-# -- Soprano -----------------------------------------------------------------------------
-
-
-def soprano_config(d: TtsDims, tid: Any) -> dict[str, Any]:
-    return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "soprano",
-        "hidden_size": d.hidden,
-        "intermediate_size": d.intermediate,
-        "num_hidden_layers": d.layers,
-        "num_attention_heads": d.heads,
-        "num_key_value_heads": d.kv_heads,
-        "head_dim": d.head_dim,
-        "hidden_act": "silu",
-        "max_position_embeddings": MAX_POSITIONS,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "tie_word_embeddings": False,
-        "vocab_size": TEXT_VOCAB,
-        "sample_rate": 32000,
-        "eos_token_id": tid("[STOP]"),
-        "pad_token_id": tid("[STOP]"),
-        "torch_dtype": "float32",
-    }
-
-
-def soprano_generation_config(d: TtsDims) -> dict[str, Any]:
-    # Soprano ships none; the engine passes max_new_tokens to generate() as max_tokens.
-    return {"max_new_tokens": d.max_new_tokens}
-
-
-def build_soprano(arch: Any, dims: TtsDims, out_dir: Path) -> int:
-    """Write a tiny Soprano checkpoint into `out_dir`; return its parameters."""
-    import mlx.core as mx
-    from mlx_audio.tts.models.soprano import Model, ModelConfig
-
-    tok = train_tokenizer(SOPRANO_TOKENIZER, TEXT_VOCAB)
-    config = soprano_config(dims, id_of(tok))
-    write_tokenizer_files(SOPRANO_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
-    write_json(out_dir / "config.json", config)
-    write_json(out_dir / "generation_config.json", soprano_generation_config(dims))
-    mx.random.seed(SEED)
-    # Soprano's loader sizes the decoder from the checkpoint's path; build it the same way.
-    model = Model(ModelConfig.from_dict({**config, "model_path": str(out_dir)}))
-    weights = randomize(_flat_params(model))
-    stop = tok.token_to_id("[STOP]")
-    # A zero output row gives the stop token logit 0 while others spread widely: a random
-    # model then practically never stops on its own, and max_new_tokens fixes the length.
-    weights["language_model.lm_head.weight"][stop] = 0.0
-    return _save(weights, out_dir / "model.safetensors")

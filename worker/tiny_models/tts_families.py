@@ -1,8 +1,11 @@
-"""Tiny random-weight checkpoints of more mlx-audio TTS families: VoxCPM2 and MOSS-TTS-Nano.
+"""Tiny random-weight checkpoints of more mlx-audio TTS families: Soprano, VoxCPM2 and
+MOSS-TTS-Nano.
 
 Each is written the way a converted (mlx-community) checkpoint is laid out and is read back
 through mlx-audio's own `load_model` (config, sanitize, strict weight loading, post-load hook):
 
+- `soprano` (Soprano-80M layout): a Qwen3 language model plus a Vocos decoder in one
+  `model.safetensors`, and a tokenizer with Soprano's `[STOP]`, `[TEXT]`, `[START]` markers.
 - `voxcpm2`: `config.json` (MiniCPM4 backbone with LongRoPE factors, feature encoder, DiT,
   AudioVAE V2 with its own encode / decode rates), `model.safetensors` with the MLX parameter
   names (`base_lm.*`, `residual_lm.*`, `feat_encoder.*`, `feat_decoder.estimator.*`,
@@ -32,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from worker.tiny_models.tokenizer import (
+    QWEN2,
     TokenizerSpec,
     id_of,
     stdlib_corpus,
@@ -39,7 +43,86 @@ from worker.tiny_models.tokenizer import (
     write_json,
     write_tokenizer_files,
 )
-from worker.tiny_models.tts import MAX_POSITIONS, SEED, _flat_params, _save, randomize
+from worker.tiny_models.tts import (
+    MAX_POSITIONS,
+    SEED,
+    TEXT_VOCAB,
+    TtsDims,
+    _flat_params,
+    _save,
+    randomize,
+)
+
+SOPRANO_TOKENIZER = TokenizerSpec(
+    pretokenize_regex=QWEN2.pretokenize_regex,
+    nfc=True,
+    added_tokens=(("[STOP]", True), ("[TEXT]", True), ("[START]", True)),
+    bos_token=None,
+    eos_token="[STOP]",
+    pad_token="[STOP]",
+    additional_special_tokens=("[TEXT]", "[START]"),
+    chat_template=None,
+    tokenizer_class="PreTrainedTokenizerFast",
+    post_processor_adds_bos=False,
+    extra_config={"clean_up_tokenization_spaces": False},
+)
+
+SOPRANO_SIZES: Mapping[str, TtsDims] = {
+    "tiny": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=10),
+    "bench": TtsDims(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=64),
+}
+
+
+# -- Soprano -----------------------------------------------------------------------------
+
+
+def soprano_config(d: TtsDims, tid: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "soprano",
+        "hidden_size": d.hidden,
+        "intermediate_size": d.intermediate,
+        "num_hidden_layers": d.layers,
+        "num_attention_heads": d.heads,
+        "num_key_value_heads": d.kv_heads,
+        "head_dim": d.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": False,
+        "vocab_size": TEXT_VOCAB,
+        "sample_rate": 32000,
+        "eos_token_id": tid("[STOP]"),
+        "pad_token_id": tid("[STOP]"),
+        "torch_dtype": "float32",
+    }
+
+
+def soprano_generation_config(d: TtsDims) -> dict[str, Any]:
+    # Soprano ships none; the engine passes max_new_tokens to generate() as max_tokens.
+    return {"max_new_tokens": d.max_new_tokens}
+
+
+def build_soprano(arch: Any, dims: TtsDims, out_dir: Path) -> int:
+    """Write a tiny Soprano checkpoint into `out_dir`; return its parameters."""
+    import mlx.core as mx
+    from mlx_audio.tts.models.soprano import Model, ModelConfig
+
+    tok = train_tokenizer(SOPRANO_TOKENIZER, TEXT_VOCAB)
+    config = soprano_config(dims, id_of(tok))
+    write_tokenizer_files(SOPRANO_TOKENIZER, tok, out_dir, model_max_length=MAX_POSITIONS)
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", soprano_generation_config(dims))
+    mx.random.seed(SEED)
+    # Soprano's loader sizes the decoder from the checkpoint's path; build it the same way.
+    model = Model(ModelConfig.from_dict({**config, "model_path": str(out_dir)}))
+    weights = randomize(_flat_params(model))
+    stop = tok.token_to_id("[STOP]")
+    # A zero output row gives the stop token logit 0 while others spread widely: a random
+    # model then practically never stops on its own, and max_new_tokens fixes the length.
+    weights["language_model.lm_head.weight"][stop] = 0.0
+    return _save(weights, out_dir / "model.safetensors")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from gateway.mcp_rounds.items import (
     tool_message,
 )
 from gateway.mcp_rounds.tools import McpTool
+from gateway.media.resolve import media_settings, resolve_media
 from gateway.workers.protocol import EngineClient
 from protocol.inputs import ChatInputs
 from protocol.messages import Usage
@@ -114,7 +115,12 @@ class McpRounds:
             functions = await self._list(mcp)
             for approval in approvals:
                 await self._answer(mcp, approval, requested[approval.request_id])
-            inputs = self._generation.inputs
+            generation = self._generation
+            if generation.media:  # resolved (fetched) once, for every round
+                settings = media_settings(self._request)
+                media = await self._watched(resolve_media(generation.media, settings))
+                generation = _with_inputs(generation, generation.choices(media)[0], media=())
+            inputs = generation.inputs
             assert isinstance(inputs, ChatInputs)
             system = inputs.messages[: len(inputs.messages) - self._start_length]
             tools = [*inputs.tools, *functions]
@@ -129,7 +135,7 @@ class McpRounds:
                     tool_choice=choice,
                     sampling=replace(inputs.sampling, max_tokens=budget),
                 )
-                output = await self._generate(_with_inputs(self._generation, round_inputs))
+                output = await self._generate(_with_inputs(generation, round_inputs))
                 if output.usage is not None:
                     self._usages.append(output.usage)
                     budget -= output.usage.completion_tokens
@@ -248,8 +254,8 @@ async def _call(mcp: McpConnections, label: str, call: ToolCall) -> CallResult:
     return await mcp.call_tool(label, call.name, arguments)
 
 
-def _with_inputs(generation: GenerationRequest, inputs: ChatInputs) -> GenerationRequest:
-    return dataclasses.replace(generation, inputs=inputs)
+def _with_inputs(generation: GenerationRequest, inputs: Any, **changes: Any) -> GenerationRequest:
+    return dataclasses.replace(generation, inputs=inputs, **changes)
 
 
 def _summed(usages: Sequence[Usage]) -> Usage:

@@ -24,7 +24,6 @@ from gateway.http.errors import APIError
 from gateway.http.sse import has_output
 from gateway.http.streaming import Ending, StreamedResponse, keepalive_for, open_stream
 from gateway.mcp_rounds.rounds import McpRounds
-from gateway.media.resolve import media_settings, resolve_media
 from gateway.workers.protocol import EngineClient
 from protocol.messages import Delta
 
@@ -46,18 +45,14 @@ class QueuedWrites:
 
 
 async def streamed_round(
-    engine: EngineClient,
-    req: GenerationRequest,
-    media: dict[str, list[bytes]] | None,
-    on_output: Callable[[Delta], None],
-    what: str,
+    engine: EngineClient, req: GenerationRequest, on_output: Callable[[Delta], None], what: str
 ) -> StreamedOutput:
-    """One round, generated streamed (with `media`: the request's media parts, resolved): each
+    """One round, generated streamed (its media already in its inputs: McpRounds.run): each
     delta with output goes to `on_output` as it comes; the round's output, ended by its
     terminal delta (an error one raised as the API's error)."""
     lifecycle.check_max_tokens(engine, req)
     output = StreamedOutput()
-    async with engine.request(req.choices(media)[0], True) as batches:
+    async with engine.request(req.inputs, True) as batches:
         async for batch in batches:
             for delta in batch:
                 output.add(delta)
@@ -90,14 +85,9 @@ class StreamedRounds(McpRounds):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.writes = QueuedWrites()
-        self.last_terminal: Delta | None = None  # the last round's
-        self._media: dict[str, list[bytes]] | None = None  # resolved once, for every round
 
     async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
-        if req.media and self._media is None:
-            self._media = await resolve_media(req.media, media_settings(self._request))
-        output = await streamed_round(self._engine, req, self._media, self._on_output, self.what)
-        self.last_terminal = output.terminal
+        output = await streamed_round(self._engine, req, self._on_output, self.what)
         self._on_round_end(output)
         return output
 

@@ -127,7 +127,8 @@ _RENAMED = {"voice": "audio.voice", "response_format": "audio.format", "ref_audi
 
 def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> Voice:
     """The speech inputs every phrase is spoken with: the speech route's voice rules (presets,
-    OpenAI's names, saved voices), its errors naming `audio.voice` / `audio.format`."""
+    OpenAI's names, saved voices; an unknown voice refused there), its errors naming
+    `audio.voice` / `audio.format`."""
     audio = speech_model(tts)
     out = req.audio_out
     assert out is not None
@@ -145,14 +146,6 @@ def _voice(request: Request, tts: EngineClient, req: GenerationRequest) -> Voice
             exc.message = exc.message.replace(f"`{exc.param}`", f"`{_RENAMED[exc.param]}`")
             exc.param = _RENAMED[exc.param]
         raise
-    inputs = voice.inputs
-    presets = {v.name for v in audio.voices}
-    if presets and inputs.ref_audio is None and inputs.voice not in presets:
-        raise invalid(
-            "audio.voice",
-            f"`audio.voice` {out.voice!r} is not a voice of `{audio.model}` "
-            f"(GET /v1/audio/voices lists them)",
-        )
     return voice
 
 

@@ -39,7 +39,7 @@ from gateway.generation.request import GenerationRequest
 from gateway.http.errors import invalid, unsupported
 from gateway.mcp.config import McpServer
 from gateway.mcp_rounds.rounds import McpOutcome, McpRounds
-from gateway.mcp_rounds.streamed import StreamedRounds, stream_rounds
+from gateway.mcp_rounds.streamed import StreamedOutput, StreamedRounds, stream_rounds
 from gateway.mcp_rounds.tools import McpTool, check_servers, is_mcp, parse_tools
 from gateway.schema.openai_chat import FUNCTION_TOOL, TOOL_CHOICE
 from gateway.schema.validate import check_value
@@ -116,8 +116,7 @@ async def with_mcp(
         )
     lifecycle.check_max_tokens(engine, req)  # before a stream starts, as without MCP
     if choice is not None:
-        inputs = replace(inputs, tool_choice=choice)
-    req = _with(req, inputs)
+        req = dataclasses.replace(req, inputs=replace(inputs, tool_choice=choice))
     if req.stream:
         return await _streamed(request, engine, req, tools, servers, head)
     rounds = ChatRounds(request, engine, req, list(inputs.messages), tools, servers)
@@ -171,11 +170,9 @@ class _StreamedChatRounds(StreamedRounds, ChatRounds):
     def __init__(self, *args: Any, chunks: ChatChunks, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.chunks = chunks
-        self._wrote = {"text": False, "reasoning": False}  # in an earlier round
         self._round_wrote = {"text": False, "reasoning": False}
 
     async def _generate(self, req: GenerationRequest) -> ChoiceOutput:
-        self._wrote = {k: v or self._round_wrote[k] for k, v in self._wrote.items()}
         self._round_wrote = {"text": False, "reasoning": False}
         self.chunks.new_round()
         return await super()._generate(req)
@@ -187,11 +184,12 @@ class _StreamedChatRounds(StreamedRounds, ChatRounds):
         """The round's first text (and reasoning) after an earlier round's, after the blank
         line that the whole message has there."""
         changes = {}
+        earlier = {"text": self._texts, "reasoning": self._reasonings}  # _round_items' record
         for kind in ("text", "reasoning"):
             piece = getattr(delta, kind)
             if piece and not self._round_wrote[kind]:
                 self._round_wrote[kind] = True
-                if self._wrote[kind]:
+                if earlier[kind]:
                     changes[kind] = SEPARATOR + piece
         return replace(delta, **changes) if changes else delta
 
@@ -222,8 +220,9 @@ async def _streamed(
 
     async def run() -> bytes:
         outcome = await rounds.run((), {})
-        terminal = rounds.last_terminal
-        assert terminal is not None
+        last = outcome.last
+        assert isinstance(last, StreamedOutput) and last.terminal is not None
+        terminal = last.terminal
         if outcome.cut:
             terminal = replace(terminal, finish_reason=FinishReason.LENGTH)
         return chunks.finish(0, terminal) + chunks.end(outcome.usage)
@@ -231,7 +230,3 @@ async def _streamed(
     return await stream_rounds(
         request, rounds.writes, run, chunks.start(), chunks.keepalive, chunks.error, "request"
     )
-
-
-def _with(req: GenerationRequest, inputs: ChatInputs) -> GenerationRequest:
-    return dataclasses.replace(req, inputs=inputs)

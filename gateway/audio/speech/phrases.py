@@ -58,7 +58,8 @@ class Phrases:
 
     def _cut(self) -> int | None:
         """Where the pending text's first complete phrase ends, if it has one."""
-        ends = [m.end() for m in (_PHRASE_END.search(self._pending),) if m is not None]
+        sentence = _PHRASE_END.search(self._pending)
+        ends = [sentence.end()] if sentence is not None else []
         if self._first_words and self._pending.strip():
             words = [m.end() for m in _WORD_END.finditer(self._pending)]
             for clause in _CLAUSE_END.finditer(self._pending):

@@ -63,6 +63,11 @@ class ServerConfig:
     prefill_interleave: float | None = None
     draft_model: str | None = None  # checkpoint directory: speculative decoding
     adapter_path: str | None = None  # an mlx-lm LoRA adapter directory (models file: adapter)
+    # LoRA adapters served beside the model, chosen per request by name: (name, directory).
+    # Given as --lora-modules, then what /v1/load_lora_adapter and /v1/unload_lora_adapter
+    # changed, so a restarted worker loads them again (worker/text/adapters/).
+    lora_modules: tuple[tuple[str, str], ...] = ()
+    max_loras: int = 8  # adapters loaded at once, at most
     # Proposals per sequence and step; None: by method (prompt lookup 5, a draft model 3)
     num_draft_tokens: int | None = None
     # Speculative decoding in continuous batching (worker/text/speculation/): none | ngram

@@ -1,7 +1,7 @@
 """The id of the HTTP request being served, as a context variable: set by the request-id
 middleware (gateway/http/request_id.py), read by the log filter, by error bodies and by the
 worker client, which stamps it on every Submit so the worker's log lines name it too; and the
-request's time limit, which travels the same way."""
+request's time limit and the LoRA adapter its `model` names, which travel the same way."""
 
 from __future__ import annotations
 
@@ -12,3 +12,7 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
 # stamped by the worker client on every Submit the request makes (its n choices, its spoken
 # answer's text), which the worker ends as max_tokens would once it passes.
 TIME_LIMIT: ContextVar[float | None] = ContextVar("time_limit", default=None)
+# The LoRA adapter a chat or completion request's `model` names (None: the model itself): set
+# by the route's model check (gateway/http/model_routing.py), stamped by the worker client on
+# the request's chat and completion Submits.
+ADAPTER: ContextVar[str | None] = ContextVar("adapter", default=None)

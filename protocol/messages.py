@@ -24,6 +24,7 @@ import msgspec
 
 from protocol.inputs import ChatInputs, Inputs
 from protocol.ready import (
+    Adapter,
     Capability,
     EmbeddingInfo,
     ScoreInfo,
@@ -33,7 +34,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 15
+PROTOCOL_VERSION = 16
 
 
 class Tag(IntEnum):
@@ -77,6 +78,8 @@ class ControlMethod(WireEnum):
     COUNT_TOKENS = "count_tokens"  # prompt tokens of ControlCall.chat: ControlReply.input_tokens
     TOKENIZE = "tokenize"  # ControlCall.tokenize: ControlReply.tokenized
     DETOKENIZE = "detokenize"  # ControlCall.detokenize: ControlReply.text
+    LOAD_ADAPTER = "load_adapter"  # ControlCall.adapter (name, path): ControlReply.adapters
+    UNLOAD_ADAPTER = "unload_adapter"  # ControlCall.adapter (name): ControlReply.adapters
 
 
 # -- gateway -> worker ---------------------------------------------------------------------
@@ -93,6 +96,8 @@ class Submit(WireStruct, tag=int(Tag.SUBMIT)):
     # time.time() after which the worker ends it as max_tokens would: finish "length", with
     # what it generated (a request's own `timeout`; `deadline` is an error instead).
     time_limit: float | None = None
+    # A LoRA adapter loaded on the text model (by its name), for a chat or a completion.
+    adapter: str | None = None
 
     @property
     def op(self) -> str:
@@ -125,12 +130,21 @@ class DetokenizeArgs(WireStruct):
     tokens: list[int]
 
 
+class AdapterArgs(WireStruct):
+    """What the load_adapter / unload_adapter control calls name: an mlx-lm LoRA adapter
+    directory (`path`, loading only) served on the text model as `name`."""
+
+    name: str
+    path: str | None = None
+
+
 class ControlCall(WireStruct, tag=int(Tag.CONTROL_CALL)):
     call_id: int
     method: ControlMethod
     chat: ChatInputs | None = None  # count_tokens: the chat to count
     tokenize: TokenizeArgs | None = None  # tokenize: what to encode
     detokenize: DetokenizeArgs | None = None  # detokenize: the ids to decode
+    adapter: AdapterArgs | None = None  # load_adapter, unload_adapter
 
 
 # -- worker -> gateway ---------------------------------------------------------------------
@@ -268,6 +282,7 @@ class ControlReply(WireStruct, tag=int(Tag.CONTROL_REPLY)):
     input_tokens: int | None = None  # count_tokens
     tokenized: Tokenized | None = None  # tokenize
     text: str | None = None  # detokenize
+    adapters: list[Adapter] | None = None  # load_adapter, unload_adapter: those loaded now
 
 
 class Heartbeat(WireStruct, tag=int(Tag.HEARTBEAT)):

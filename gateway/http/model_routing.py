@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from gateway.http.errors import invalid
 from gateway.http.model_names import resolve_model
+from gateway.request_context import ADAPTER
 from gateway.workers.protocol import EngineClient
-from gateway.workers.served_models import CHAT
+from gateway.workers.served_models import CHAT, ServedModel
 
 
 def engine_of(request: Request) -> EngineClient:
@@ -53,8 +54,17 @@ def first_model_of(request: Request, kind: str) -> str | None:
     return sure or next((m.id for m in models if not m.kinds), None)
 
 
-def check_model(request: Request, model: str) -> None:
-    """`model` must reach the chat model (its id, its path or a `--model-alias`): else a 404
-    listing the served ids, or a 400 when it names a model that does not chat
-    (gateway/http/model_names.py)."""
-    resolve_model(request, model, CHAT)
+def check_model(request: HTTPConnection, model: str) -> ServedModel:
+    """`model` must reach the chat model (its id, its path or a `--model-alias`) or a LoRA
+    adapter loaded on it: else a 404 listing the served ids, or a 400 when it names a model
+    that does not chat (gateway/http/model_names.py). An adapter becomes the request's
+    (`ADAPTER`: its chat and completion Submits run under it)."""
+    served = resolve_model(request, model, CHAT)
+    ADAPTER.set(served.id if served.parent is not None else None)
+    return served
+
+
+def reported_name(engine: EngineClient) -> str:
+    """The model a response names: the LoRA adapter its request runs under, else the chat
+    model's id."""
+    return ADAPTER.get() or engine.model_name

@@ -13,6 +13,7 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from gateway.api.admin import adapters
 from gateway.api.admin.admin import LOAD, MODEL_ONLY, PIN
 from gateway.api.anthropic_messages import surface as anthropic
 from gateway.api.chat_completions.surface import COMPLETION
@@ -70,6 +71,12 @@ _OPERATIONS: dict[str, tuple[str, str, dict[str, str]]] = {
     "adminStats": ("The worker's counters", "admin", {}),
     "unloadModel": ("Unload a models-file model", "admin", {JSON: "ModelOnlyRequest"}),
     "pinModel": ("Pin or unpin a models-file model", "admin", {JSON: "PinModelRequest"}),
+    "loadLoraAdapter": ("Serve a LoRA adapter (vLLM)", "admin", {JSON: "LoadLoraAdapterRequest"}),
+    "unloadLoraAdapter": (
+        "Stop serving a LoRA adapter (vLLM)",
+        "admin",
+        {JSON: "UnloadLoraAdapterRequest"},
+    ),  # fmt: skip
 }
 
 _PATH_PARAMETERS = {
@@ -122,6 +129,8 @@ def request_schemas() -> dict[str, dict[str, Any]]:
         "LoadModelRequest": LOAD.json_schema(),
         "ModelOnlyRequest": MODEL_ONLY.json_schema(),
         "PinModelRequest": PIN.json_schema(),
+        "LoadLoraAdapterRequest": adapters.LOAD.json_schema(),
+        "UnloadLoraAdapterRequest": adapters.UNLOAD.json_schema(),
     }
 
 

@@ -442,6 +442,38 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
             413: "",
         },
     ),
+    "loadLoraAdapter": (
+        (("POST", "/v1/load_lora_adapter"),),
+        _ok(
+            "The adapter serves: requests name it as `model` (vLLM's plain-text answer).",
+            {"text/plain": _text("Success: LoRA adapter 'NAME' added successfully.")},
+        ),
+        {
+            400: "A field missing or unknown; a name taken, or loaded already without "
+            "`load_inplace`; not an adapter directory (or outside `--model-root`); an adapter "
+            "the worker refuses (another base model, DoRA, `--max-loras` reached); a models "
+            "file; a model that takes no adapters.",
+            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
+            403: "",
+            413: "",
+            503: "",
+        },
+    ),
+    "unloadLoraAdapter": (
+        (("POST", "/v1/unload_lora_adapter"),),
+        _ok(
+            "The adapter's name is gone; requests running under it end as they would.",
+            {"text/plain": _text("Success: LoRA adapter 'NAME' removed successfully.")},
+        ),
+        {
+            400: "`lora_name` missing or an unknown field; a models file.",
+            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
+            403: "",
+            404: "No adapter of that name is loaded.",
+            413: "",
+            503: "",
+        },
+    ),
 }
 
 OPERATION_IDS: tuple[str, ...] = tuple(_OPERATIONS)

@@ -27,13 +27,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from gateway.config import ServerConfig
-from gateway.request_context import REQUEST_ID, TIME_LIMIT
+from gateway.request_context import ADAPTER, REQUEST_ID, TIME_LIMIT
 from gateway.workers.admission import Admission
 from gateway.workers.errors import EngineUnavailable, QueueFull, SwapFailed, WorkerRejected
 from gateway.workers.observer import EngineObserver
@@ -50,9 +51,10 @@ from gateway.workers.worker_channel import (
 from gateway.workers.worker_process import WorkerCommand, default_worker_command
 from protocol import Endpoints, Frame
 from protocol.host import HostEvent
-from protocol.inputs import ChatInputs, Inputs
+from protocol.inputs import ChatInputs, CompleteInputs, Inputs
 from protocol.messages import (
     Abort,
+    AdapterArgs,
     ControlMethod,
     ControlReply,
     DetokenizeArgs,
@@ -79,6 +81,7 @@ log = logging.getLogger("gateway.workers.client")
 SUBMIT_SEND_TIMEOUT = 5.0  # a ready worker that cannot take a Submit this long is gone
 STATS_TIMEOUT = 5.0
 COUNT_TOKENS_TIMEOUT = 30.0  # the worker tokenizes between decode steps of a busy batch
+ADAPTER_TIMEOUT = 120.0  # the MLX thread reads an adapter's weights between steps
 RETRY_AFTER = 1.0
 # /health reports a ready worker "unresponsive" after this many heartbeat intervals of silence
 # (2 s at the least: a loaded machine can delay a beat).
@@ -239,6 +242,8 @@ class WorkerEngineClient:
         submit = Submit(request_id or uuid.uuid4().hex, inputs, stream)
         submit.http_request_id = REQUEST_ID.get()
         submit.time_limit = TIME_LIMIT.get()
+        if isinstance(inputs, (ChatInputs, CompleteInputs)):
+            submit.adapter = ADAPTER.get()
         return RequestContext(self, submit)
 
     async def _open_request(self, submit: Submit) -> RequestStream:
@@ -354,25 +359,42 @@ class WorkerEngineClient:
 
     async def tokenize(self, args: TokenizeArgs) -> tuple[list[int], list[str] | None]:
         """(token ids, their strings if asked) of a prompt or a chat, as the worker builds it."""
-        reply = await self._tokenizer_call(ControlMethod.TOKENIZE, tokenize=args)
+        reply = await self._worker_call(ControlMethod.TOKENIZE, tokenize=args)
         if reply.tokenized is None:
             raise EngineUnavailable("tokenize: the reply has no tokens", RETRY_AFTER)
         return reply.tokenized.tokens, reply.tokenized.token_strs
 
     async def detokenize(self, tokens: list[int]) -> str:
         """The text of token ids of the served text model."""
-        reply = await self._tokenizer_call(
-            ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs(tokens)
-        )
+        reply = await self._worker_call(ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs(tokens))
         if reply.text is None:
             raise EngineUnavailable("detokenize: the reply has no text", RETRY_AFTER)
         return reply.text
 
-    async def _tokenizer_call(self, method: ControlMethod, **args: Any) -> ControlReply:
+    async def change_adapter(self, name: str, path: str | None) -> None:
+        """Loads the LoRA adapter at `path` as `name` (None: unloads `name`) on the worker, and
+        remembers the adapters it serves after, for a restarted worker to load them again;
+        WorkerRejected naming why it could not."""
+        method = ControlMethod.LOAD_ADAPTER if path else ControlMethod.UNLOAD_ADAPTER
+        reply = await self._worker_call(method, ADAPTER_TIMEOUT, adapter=AdapterArgs(name, path))
+        adapters = reply.adapters or []
+        ready = self.ready_info
+        if ready is not None and ready.text is not None:
+            ready.text.adapters = adapters  # what /v1/models lists until the next Ready
+        self._set_lora_modules(tuple((a.name, a.path) for a in adapters))
+
+    def _set_lora_modules(self, modules: tuple[tuple[str, str], ...]) -> None:
+        """The adapters a worker started from now on loads (its --lora flags)."""
+        self.config = replace(self.config, lora_modules=modules)
+        self._sup.config = self.config
+
+    async def _worker_call(
+        self, method: ControlMethod, timeout: float = COUNT_TOKENS_TIMEOUT, **args: Any
+    ) -> ControlReply:
         if self.state != "ready" or self._client is None:
             raise EngineUnavailable(f"no ready worker (engine {self.state}: {self.reason})", 1.0)
         try:
-            return await self._client.call(method, None, COUNT_TOKENS_TIMEOUT, **args)
+            return await self._client.call(method, None, timeout, **args)
         except ControlCallRejected as exc:
             raise WorkerRejected(str(exc)) from None
         except ControlCallFailed as exc:
@@ -406,6 +428,9 @@ class WorkerEngineClient:
                     abort=True,
                 )
                 log.warning("model swap: aborted %d requests after the drain timeout", aborted)
+            # The adapters were trained on the model being replaced: a swap drops them (also
+            # one that fails and brings the previous model back).
+            self._set_lora_modules(())
             await self._sup.finish_swap(path, name, restore=before != "failed")
             ready = self._sup.ready
             return {

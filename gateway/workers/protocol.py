@@ -58,6 +58,10 @@ class EngineClient(Protocol):
 
     async def worker_stats(self) -> dict[str, Any]: ...
 
+    async def change_adapter(
+        self, name: str, path: str | None
+    ) -> None: ...  # load (path) or unload (None) a LoRA adapter; WorkerRejected says why
+
     async def swap(
         self, model_path: str, served_model_name: str | None = None
     ) -> dict[str, Any]: ...

@@ -22,6 +22,10 @@ A request's `model` reaches a served model by, in this order:
    whose output this server cannot give (`UNSUPPORTED_NAMES`) are refused by name instead;
 3. a `--model-alias` glob (`fnmatch`, case-sensitive), which reaches the main model.
 
+A LoRA adapter loaded on the chat model (`--lora-modules`, `/v1/load_lora_adapter`) is a served
+model of its own: its name is its id, its `parent` the chat model's id, and a request that
+names it runs on the chat model's worker under that adapter.
+
 So an alias never hides an id, and `--model-alias '*'` does not take `tts-1` from the TTS
 model. When two models answer to the same name, the one serving the request's kind wins.
 """
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from gateway.workers.protocol import EngineClient
+from protocol.messages import Ready
 
 CHAT, SPEECH, TRANSCRIPTION = "chat", "speech", "transcription"  # what a route needs
 EMBEDDING, RERANK = "embedding", "rerank"
@@ -70,6 +75,7 @@ class ServedModel:
     alias_patterns: tuple[str, ...] = ()  # --model-alias globs (the main model only)
     max_context: int | None = None  # the chat model's context; an embedding model's input,
     # a reranker's pair
+    parent: str | None = None  # a LoRA adapter: the id of the model it adapts
 
     def answers_to(self, name: str) -> bool:
         return name == self.id or name in self.other_names
@@ -162,7 +168,25 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
                 max_context=max_context,
             )
         )
-    return _with_default_names(models)
+    return _with_default_names(models) + _adapters(models[0], ready)
+
+
+def _adapters(main: ServedModel, ready: Ready) -> list[ServedModel]:
+    """The LoRA adapters loaded on the chat model, each a model of its own."""
+    text = ready.text
+    if text is None or not text.adapters or CHAT not in main.kinds:
+        return []
+    return [
+        ServedModel(
+            adapter.name,
+            adapter.path,
+            (CHAT,),
+            tuple(c for c in main.capabilities if c in KIND_CAPABILITIES[CHAT]),
+            max_context=main.max_context,
+            parent=main.id,
+        )
+        for adapter in text.adapters
+    ]
 
 
 def lookup(models: Sequence[ServedModel], name: str, kind: str | None) -> ServedModel | None:

@@ -37,6 +37,7 @@ from protocol.inputs import ChatInputs
 from protocol.launch.curve_keys import KeysError, gateway_keys
 from protocol.messages import (
     PROTOCOL_VERSION,
+    AdapterArgs,
     ControlCall,
     ControlMethod,
     ControlReply,
@@ -203,6 +204,7 @@ class WorkerClient:
         *,
         tokenize: TokenizeArgs | None = None,
         detokenize: DetokenizeArgs | None = None,
+        adapter: AdapterArgs | None = None,
     ) -> ControlReply:
         """One ControlCall and its (ok) reply; ControlCallFailed on timeout,
         ControlCallRejected when the worker refused it."""
@@ -210,7 +212,7 @@ class WorkerClient:
         reply: asyncio.Future[ControlReply] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = reply
         deadline = time.monotonic() + timeout
-        message = ControlCall(call_id, method, chat, tokenize, detokenize)
+        message = ControlCall(call_id, method, chat, tokenize, detokenize, adapter)
         try:
             if not await self.send(message, timeout):
                 raise ControlCallFailed(f"{method}: no worker to send it to")

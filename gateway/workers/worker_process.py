@@ -77,6 +77,9 @@ def worker_arguments(config: ServerConfig, model_path: str) -> list[str]:
         value = getattr(config, name)
         if value is not None:
             argv += ["--" + name.replace("_", "-"), str(value)]
+    for name, path in config.lora_modules:
+        argv += ["--lora", f"{name}={path}"]
+    argv += ["--max-loras", str(config.max_loras)]
     if config.omni:
         argv.append("--omni")
     if config.backend != "auto":  # the worker's own default: a worker without the flag works

@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from gateway.config import ServerConfig
-from gateway.workers.errors import EngineUnavailable
+from gateway.workers.errors import EngineUnavailable, WorkerRejected
 from gateway.workers.request_stream import RequestStream
 from protocol.inputs import ChatInputs, Inputs
 from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, TokenizeArgs, Usage
@@ -186,6 +186,9 @@ class FakeEngine:
 
     async def worker_stats(self) -> dict:
         return {"active": 0, "waiting": 0}
+
+    async def change_adapter(self, name: str, path: str | None) -> None:
+        raise WorkerRejected("the fake engine serves no LoRA adapters")
 
     def health(self) -> tuple[int, dict]:
         if self.state == "ready":

@@ -27,6 +27,7 @@ from protocol.inputs import (
 from protocol.messages import (
     MESSAGES,
     Abort,
+    AdapterArgs,
     ControlCall,
     ControlMethod,
     ControlReply,
@@ -50,6 +51,7 @@ from protocol.messages import (
     WorkerCounters,
 )
 from protocol.ready import (
+    Adapter,
     Capability,
     EmbeddingInfo,
     ScoreInfo,
@@ -61,9 +63,13 @@ from protocol.ready import (
 
 # Changing any of these is a protocol change: bump PROTOCOL_VERSION with it.
 PINNED_FIELDS = {
-    Submit: ("request_id", "inputs", "stream", "deadline", "http_request_id", "time_limit"),
+    Submit: (
+        "request_id", "inputs", "stream", "deadline", "http_request_id", "time_limit", "adapter",
+    ),
     Abort: ("request_ids",),
-    ControlCall: ("call_id", "method", "chat", "tokenize", "detokenize"),
+    ControlCall: ("call_id", "method", "chat", "tokenize", "detokenize", "adapter"),
+    AdapterArgs: ("name", "path"),
+    Adapter: ("name", "path"),
     TokenizeArgs: (
         "prompt", "chat", "add_special_tokens", "add_generation_prompt",
         "continue_final_message", "return_token_strs",
@@ -74,7 +80,9 @@ PINNED_FIELDS = {
         "transcription", "embedding", "score",
     ),
     Step: ("deltas",),
-    ControlReply: ("call_id", "ok", "error", "stats", "input_tokens", "tokenized", "text"),
+    ControlReply: (
+        "call_id", "ok", "error", "stats", "input_tokens", "tokenized", "text", "adapters",
+    ),
     WorkerCounters: (
         "model", "pid", "active", "waiting", "active_request_ids", "requests_total",
         "requests_aborted", "tokens_generated", "prompt_tokens", "prefix_cache_queries",
@@ -109,7 +117,7 @@ PINNED_FIELDS = {
     ),
     EmbedInputs: ("input", "dimensions", "truncate"),
     ScoreInputs: ("queries", "documents", "truncate"),
-    TextInfo: ("max_context", "batching", "talker_speakers"),
+    TextInfo: ("max_context", "batching", "talker_speakers", "adapters"),
     Voice: ("name", "language"),
     SpeechInfo: (
         "model", "model_path", "family", "voices", "cloning", "ref_text", "descriptions",
@@ -154,7 +162,10 @@ PINNED_VALUES = {
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
     ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
                 "context_length_exceeded"],
-    ControlMethod: ["stats", "shutdown", "count_tokens", "tokenize", "detokenize"],
+    ControlMethod: [
+        "stats", "shutdown", "count_tokens", "tokenize", "detokenize", "load_adapter",
+        "unload_adapter",
+    ],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "video_in", "speech", "transcribe", "translate",
         "embed", "rerank", "score",
@@ -163,7 +174,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 15
+    assert PROTOCOL_VERSION == 16
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -213,16 +224,32 @@ def test_submit_wire_layout_is_a_positional_array_led_by_its_inputs_tag():
         None,
         "req_1",
         None,
+        None,
     ]
 
 
 def test_tokenizer_control_calls_carry_their_arguments_after_the_chat():
     call = ControlCall(9, ControlMethod.TOKENIZE, tokenize=TokenizeArgs("hi", None, False))
     assert msgpack.unpackb(encode(call)) == [
-        3, 9, "tokenize", None, ["hi", None, False, True, False, False], None,
+        3, 9, "tokenize", None, ["hi", None, False, True, False, False], None, None,
     ]  # fmt: skip
     call = ControlCall(9, ControlMethod.DETOKENIZE, detokenize=DetokenizeArgs([5, 6]))
-    assert msgpack.unpackb(encode(call)) == [3, 9, "detokenize", None, None, [[5, 6]]]
+    assert msgpack.unpackb(encode(call)) == [3, 9, "detokenize", None, None, [[5, 6]], None]
+
+
+def test_adapter_control_calls_carry_the_adapter_last():
+    call = ControlCall(4, ControlMethod.LOAD_ADAPTER, adapter=AdapterArgs("sql", "/a/sql"))
+    assert msgpack.unpackb(encode(call)) == [
+        3,
+        4,
+        "load_adapter",
+        None,
+        None,
+        None,
+        ["sql", "/a/sql"],
+    ]
+    reply = ControlReply(4, True, adapters=[Adapter("sql", "/a/sql")])
+    assert decode(encode(reply)) == reply
 
 
 def test_a_constraint_travels_as_its_tagged_array():

@@ -229,7 +229,7 @@ def test_ready_carries_the_protocol_version_and_limits(worker, checkpoint):
     assert ready.protocol_version == PROTOCOL_VERSION
     assert ready.model == checkpoint
     assert ready.capabilities == ["chat", "complete"]
-    assert (ready.max_num_seqs, ready.text) == (8, TextInfo(4096, "continuous"))
+    assert (ready.max_num_seqs, ready.text) == (8, TextInfo(4096, "continuous", adapters=[]))
     assert ready.speech is None and ready.transcription is None
     assert ready.pid == worker.process.pid
 

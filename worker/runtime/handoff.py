@@ -23,7 +23,17 @@ class ShutdownRequest:
     call_id: int
 
 
-InboxItem = Submit | ShutdownRequest
+@dataclass(frozen=True, slots=True)
+class AdapterChange:
+    """A ControlCall("load_adapter" | "unload_adapter"): applied on the MLX thread between
+    steps (worker/text/adapters/control.py), answered to `call_id`. `path` None: unload."""
+
+    call_id: int
+    name: str
+    path: str | None
+
+
+InboxItem = Submit | ShutdownRequest | AdapterChange
 
 
 class AbortSet:

@@ -27,7 +27,7 @@ from protocol.messages import (
     Submit,
 )
 from worker.runtime.errors import RequestError, bad_request, internal
-from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.handoff import AdapterChange, Handoff, ShutdownRequest
 from worker.runtime.stats import WorkerStats
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class Receiver(threading.Thread):
             ControlMethod.COUNT_TOKENS: self._control_tokenizer,
             ControlMethod.TOKENIZE: self._control_tokenizer,
             ControlMethod.DETOKENIZE: self._control_tokenizer,
+            ControlMethod.LOAD_ADAPTER: self._control_adapter,
+            ControlMethod.UNLOAD_ADAPTER: self._control_adapter,
         }
         # The text model's tokenizer calls; set once the model is loaded (token_counting.py).
         self._tokenizer: TokenizerCalls | None = None
@@ -143,6 +145,15 @@ class Receiver(threading.Thread):
         if call.detokenize is None:
             raise bad_request("detokenize needs the token ids")
         return ControlReply(call.call_id, True, text=calls.detokenize(call.detokenize))
+
+    def _control_adapter(self, call: ControlCall) -> None:
+        """Adapters change the model's layers: the MLX thread applies it between steps."""
+        args = call.adapter
+        if args is None or (call.method == ControlMethod.LOAD_ADAPTER and not args.path):
+            self._outbox.put(ControlReply(call.call_id, ok=False, error="no adapter named"))
+            return
+        path = args.path if call.method == ControlMethod.LOAD_ADAPTER else None
+        self._handoff.inbox.put(AdapterChange(call.call_id, args.name, path))
 
     def _control_shutdown(self, call: ControlCall) -> None:
         # The MLX thread aborts every request, replies and ends its loop; the flag also stops

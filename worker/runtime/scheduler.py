@@ -52,9 +52,10 @@ from protocol.messages import (
 from worker.distributed.lockstep import Lockstep, Round
 from worker.runtime.engine import Engine
 from worker.runtime.errors import RequestError, bad_request, internal
-from worker.runtime.handoff import Handoff, ShutdownRequest
+from worker.runtime.handoff import AdapterChange, Handoff, ShutdownRequest
 from worker.runtime.request_log import RequestLog, named
 from worker.runtime.stats import WorkerStats
+from worker.text.adapters.control import change_adapter
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ class Scheduler:
         for item in round_.items:
             if isinstance(item, ShutdownRequest):
                 shutdown = item
+            elif isinstance(item, AdapterChange):
+                self._outbox.put(change_adapter(self._engines, item, self._lockstep is not None))
             else:
                 self._enqueue(item, deltas)
         if shutdown is not None:
@@ -276,6 +279,10 @@ class Scheduler:
                 error = bad_request(
                     f"operation {submit.op!r} is not supported by this model ({ops})"
                 )
+                deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
+                continue
+            if submit.adapter is not None and getattr(engine, "adapters", None) is None:
+                error = bad_request(f"this model serves no LoRA adapters ({submit.adapter!r})")
                 deltas.append(_terminal(submit.request_id, FinishReason.ERROR, error.info()))
                 continue
             try:

@@ -1,9 +1,10 @@
 """The worker's generation flags, and building the text engine they describe.
 
 Flags (the gateway's `serve` passes the same names): --prefill-step-size, --prefill-interleave,
---draft-model,
---num-draft-tokens, --speculative, --prompt-lookup-min, --prompt-lookup-max, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
---blas, --prefix-cache-bytes, --ssd-cache-dir, --ssd-cache-max-gb, --warm-prompts.
+--draft-model, --adapter-path, --num-draft-tokens, --speculative, --prompt-lookup-min,
+--prompt-lookup-max, --kv-bits, --kv-group-size, --quantized-kv-start, --max-kv-size, --dtype,
+--blas, --prefix-cache-bytes, --ssd-cache-dir, --ssd-cache-max-gb, --warm-prompts; and --lora
+NAME=PATH (the gateway's --lora-modules and the adapters loaded since), --max-loras.
 `build_text_engine` loads the model (and draft model), opens the prefix cache and picks the
 engine: continuous batching (worker/text/batch_engine.py) unless a setting mlx-lm's BatchGenerator
 does not support asks for the batch-1 path (worker/text/solo_engine.py).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from protocol.launch import blas
@@ -37,6 +38,15 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
     add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")
+    add(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="an mlx-lm LoRA adapter served beside the model as NAME, chosen per request "
+        "(worker/text/adapters/); repeatable",
+    )
+    add("--max-loras", type=int, default=8, help="LoRA adapters loaded at once, at most")
     add(
         "--num-draft-tokens",
         type=int,
@@ -86,6 +96,12 @@ def check_generation_arguments(parser: argparse.ArgumentParser, args: argparse.N
         parser.error("cache sizes must be >= 0")
     if args.prefill_interleave is not None and not args.prefill_interleave >= 0:
         parser.error("--prefill-interleave must be >= 0")
+    if args.max_loras < 0:
+        parser.error("--max-loras must be >= 0")
+    for entry in args.lora:
+        name, _, path = entry.partition("=")
+        if not name or not path:
+            parser.error(f"--lora takes NAME=PATH, not {entry!r}")
 
 
 def check_blas(mode: str) -> None:
@@ -139,6 +155,8 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     )
     if getattr(args, "chat_template", None) is not None:
         replace_chat_template(text_model.tokenizer, args.chat_template)
+    if sharder is None:  # a distributed group's ranks would not change adapters together
+        text_model = replace(text_model, adapters=start_adapters(text_model.model, args))
     cache_bytes = args.prefix_cache_bytes
     if sharder is not None:
         cache_bytes = sharder.local_bytes(cache_bytes)
@@ -186,6 +204,22 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     if args.warm_prompts:
         warm(text_model, prefix, args.warm_prompts, settings)
     return TextEngineSetup(engine, text_model.model, text_model.tokenizer, prefix)
+
+
+def start_adapters(model: Any, args: argparse.Namespace) -> Any:
+    """The model's adapter registry with the --lora adapters loaded; one that cannot load is
+    logged and left out (a worker restarted by the gateway must come up without it)."""
+    from worker.text.adapters.files import AdapterError
+    from worker.text.adapters.registry import Adapters
+
+    adapters = Adapters(model, args.max_loras)
+    for entry in args.lora:
+        name, _, path = entry.partition("=")
+        try:
+            adapters.load(name, path)
+        except AdapterError as exc:
+            log.error("the LoRA adapter %s is not served: %s", name, exc)
+    return adapters
 
 
 def speculation_for(

@@ -41,6 +41,8 @@ from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named, note
+from worker.text.adapters.control import loaded
+from worker.text.adapters.registry import BASE, Adapters, slot_for
 from worker.text.delta_merge import merge_step_deltas
 from worker.text.fused_generator import FusedBatchGenerator, FusionError
 from worker.text.prefill_pacing import PrefillPacer
@@ -89,6 +91,8 @@ class BatchTextEngine:
         self._speculation = speculation or Speculation()
         self._speculator: Speculator | None = None  # the current generator's
         self._spec_reported = SpecCounts()  # its totals already counted into the stats
+        # LoRA adapters loaded at run time, chosen per request (None: the model takes none).
+        self.adapters: Adapters | None = getattr(text_model, "adapters", None)
         eos = sorted(text_model.tokenizer.eos_token_ids)
         self._stop_tokens = StopSequences([[t] for t in eos])
         self._generator = self._new_generator()
@@ -104,14 +108,20 @@ class BatchTextEngine:
         return [Capability.CHAT, Capability.COMPLETE]
 
     def ready_info(self) -> TextInfo:
-        return TextInfo(self._text_model.max_context, "continuous")
+        adapters = loaded(self.adapters) if self.adapters is not None else None
+        return TextInfo(self._text_model.max_context, "continuous", adapters=adapters)
 
     def active_ids(self) -> list[str]:
         return list(self._by_id)
 
+    def adapter_slots(self) -> list[int]:
+        """The adapter slots the running requests hold."""
+        return [entry.request.adapter for entry in self._by_id.values()]
+
     def admit(self, submit: Submit) -> Delta:
         try:
             request = build_text_request(self._text_model, submit)
+            request.adapter = slot_for(self.adapters, submit.adapter)
             self._insert(request)
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
@@ -144,6 +154,8 @@ class BatchTextEngine:
                 ended.add(response.uid)
             deltas.append(delta)
         self._count_speculation()
+        if self.adapters is not None and self.adapters.pending:
+            self.adapters.collect(self.adapter_slots())
         return merge_step_deltas(deltas)
 
     def _count_speculation(self) -> None:
@@ -188,7 +200,10 @@ class BatchTextEngine:
         return deltas
 
     def _insert(self, request: TextRequest) -> None:
-        cache, cached = self._prefix.fetch(request.prompt)
+        # The prefix cache holds the base model's KV: an adapter's request neither reuses nor
+        # fills it.
+        reuse = request.adapter == BASE
+        cache, cached = self._prefix.fetch(request.prompt) if reuse else (None, 0)
         request.cached_tokens = cached
         entry = _Entry(uid=-1, request=request)
         processors = [_guarded(entry, p) for p in request.logits_processors]
@@ -240,6 +255,7 @@ class BatchTextEngine:
         if not in_generator:
             return
         keep = store and self._prefix.enabled and bool(entry.request.generated)
+        keep = keep and entry.request.adapter == BASE
         caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
         if keep and entry.uid in caches:
             cache, tokens = caches[entry.uid]
@@ -249,6 +265,8 @@ class BatchTextEngine:
         """Stores a request's cache, cut to its prompt and the tokens it returned: with
         speculation the generator may hold accepted tokens past a stop string."""
         request = entry.request
+        if request.adapter != BASE:
+            return
         extra = len(tokens) - (request.prompt_tokens + len(request.generated))
         if extra > 0:
             cache = trimmed(cache, extra)
@@ -290,7 +308,13 @@ class BatchTextEngine:
             # The scheduler admits at most max_num_seqs requests: the generator never queues.
             prefill_batch_size=n,
             completion_batch_size=n,
+            adapters=self.adapters,
+            slot_of=self._slot_of,
         )
+
+    def _slot_of(self, uid: int) -> int:
+        entry = self._by_uid.get(uid)
+        return entry.request.adapter if entry is not None else BASE
 
     def _new_speculator(self) -> Speculator | None:
         spec = self._speculation

@@ -20,6 +20,12 @@ prompt's last token still runs as upstream runs it: the first step of its genera
 With a speculator, the generation batch verifies proposed tokens (worker/text/speculation/): its
 decode rows are then 1 + K tokens wide, and the chunk rides in that pass just the same.
 
+With LoRA adapters (worker/text/adapters/), every model call is built under its rows' adapters:
+the decode step under the generation batch's, a prefill chunk under the prompt batch's, the first
+step of requests whose prefill completes under theirs. While a request with an adapter is in the
+generator, its steps run upstream's order in three calls (decode, admission, chunk: `_routed_next`),
+unfused, since the fused pass lays every row out as one sequence.
+
 The fused call relies on upstream's decode step calling its model exactly once. If an mlx-lm
 release ever does otherwise, the step raises `FusionError` (its chunk was cut but not fed, so
 the requests in it cannot go on) and the batch engine turns fusion off for good.
@@ -27,12 +33,16 @@ the requests in it cannot go on) and the batch engine turns fusion off for good.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, PromptProcessingBatch
 
+from worker.text.adapters.registry import BASE, Adapters
 from worker.text.fused_forward import fusable, fused_logits
 from worker.text.speculation.generation_batch import SpeculativeGenerationBatch
 from worker.text.speculation.speculator import Speculator
@@ -60,10 +70,19 @@ class FusedBatchGenerator(BatchGenerator):
     """A BatchGenerator whose decode steps carry the prefill chunk; see the module docstring."""
 
     def __init__(
-        self, model: Any, *, fuse: bool = True, speculator: Speculator | None = None, **kwargs: Any
+        self,
+        model: Any,
+        *,
+        fuse: bool = True,
+        speculator: Speculator | None = None,
+        adapters: Adapters | None = None,
+        slot_of: Callable[[int], int] = lambda uid: BASE,
+        **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
         self.fuse = fuse and fusable(model) and _supported(self)
+        self._adapters = adapters
+        self._slot_of = slot_of  # a request's adapter slot, by its uid
         self.fused_tokens = 0  # prompt tokens prefilled inside decode steps
         if speculator is not None:
             # The one generation batch of this generator (requests join it by `extend`) is one
@@ -74,6 +93,8 @@ class FusedBatchGenerator(BatchGenerator):
 
     def _next(self):
         generation = self._generation_batch
+        if self._adapted():
+            return self._routed_next()
         if (
             not self.fuse
             or len(generation) == 0
@@ -89,6 +110,30 @@ class FusedBatchGenerator(BatchGenerator):
         responses = self._decode(None)
         self._prompt(chunks)
         return prompt_responses, responses
+
+    def _adapted(self) -> bool:
+        """Whether a request in the generator uses an adapter."""
+        if self._adapters is None or not _supported(self):
+            return False
+        queued = (sequence[0] for sequence in self._unprocessed_sequences)
+        uids = (*self._generation_batch.uids, *self._prompt_batch.uids, *queued)
+        return any(self._slot_of(uid) != BASE for uid in uids)
+
+    def _routed_next(self):
+        """Upstream's `_next` (a decode step, admission, a prefill chunk), each model call
+        under its rows' adapters."""
+        responses = self._decode(None) if len(self._generation_batch) else []
+        if len(self._generation_batch) >= self.completion_batch_size:
+            return [], responses
+        prompt_responses = self._admit()
+        self._prompt(self._cut_chunks(prompt_responses))
+        return prompt_responses, responses
+
+    def _rows(self, uids: list[int]) -> AbstractContextManager[None]:
+        """Model calls built inside run row i under the adapter of request `uids[i]`."""
+        if self._adapters is None:
+            return contextlib.nullcontext()
+        return self._adapters.selecting([self._slot_of(uid) for uid in uids])
 
     def _admit(self) -> list[Any]:
         """Upstream's admission: queued requests join the prompt batch, and those with only
@@ -112,7 +157,8 @@ class FusedBatchGenerator(BatchGenerator):
         self._currently_processing = [
             p for i, p in enumerate(self._currently_processing) if i not in gone
         ]
-        batch = self._prompt_batch.split(done).generate([p[0][0] for p in finished])
+        with self._rows([self._prompt_batch.uids[i] for i in done]):
+            batch = self._prompt_batch.split(done).generate([p[0][0] for p in finished])
         self._generation_batch.extend(batch)
         return [
             PromptProcessingBatch.Response(uid, (p[2], p[2]), True, True)
@@ -148,7 +194,8 @@ class FusedBatchGenerator(BatchGenerator):
             generation.model = fused
         tic = time.perf_counter()
         try:
-            responses = generation.next()
+            with self._rows(generation.uids):
+                responses = generation.next()
         finally:
             generation.model = model
         if fused is not None and fused.calls != 1:
@@ -173,7 +220,8 @@ class FusedBatchGenerator(BatchGenerator):
             return
         self._counters.prompt_tokens += sum(len(c) for c in chunks)
         tic = time.perf_counter()
-        self._prompt_batch.prompt(chunks)
+        with self._rows(self._prompt_batch.uids):
+            self._prompt_batch.prompt(chunks)
         self._counters.prompt_time += time.perf_counter() - tic
 
 

@@ -58,6 +58,8 @@ class TextModel:
     token_texts: Callable[[int], str] | None = None
     # How long a prompt may be, checked before it is all tokenized (worker/text/prompt_size.py)
     prompt_budget: PromptBudget | None = None
+    # LoRA adapters served on it at run time (worker/text/adapters/registry.py); None: none
+    adapters: Any = None
 
 
 def load_text_model(

@@ -81,6 +81,7 @@ class TextRequest:
     # state, so they must see each sampled token exactly once.
     constrained: bool = False
     cached_tokens: int = 0
+    adapter: int = 0  # the slot of its LoRA adapter (worker/text/adapters/), 0: none
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     generated: list[int] = field(default_factory=list)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -35,6 +35,8 @@ from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
+from worker.text.adapters.control import loaded
+from worker.text.adapters.registry import BASE, AdaptedModel, Adapters, slot_for
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, all_tokens, build_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -191,6 +193,8 @@ class SoloTextEngine:
         usable = prefix is not None and settings.max_kv_size is None
         self._prefix = prefix if usable else PrefixReuse(None)
         self._active: dict[str, SoloGeneration] = {}
+        # LoRA adapters loaded at run time, chosen per request (None: the model takes none).
+        self.adapters: Adapters | None = getattr(text_model, "adapters", None)
 
     def bind_stats(self, stats: Any) -> None:
         self._prefix.stats = stats  # counts the prefix-cache lookups
@@ -199,16 +203,28 @@ class SoloTextEngine:
         return [Capability.CHAT, Capability.COMPLETE]
 
     def ready_info(self) -> TextInfo:
-        return TextInfo(self._text_model.max_context, "interleaved batch-1")
+        adapters = loaded(self.adapters) if self.adapters is not None else None
+        return TextInfo(self._text_model.max_context, "interleaved batch-1", adapters=adapters)
 
     def active_ids(self) -> list[str]:
         return list(self._active)
 
+    def adapter_slots(self) -> list[int]:
+        """The adapter slots the running requests hold."""
+        return [generation.request.adapter for generation in self._active.values()]
+
     def admit(self, submit: Submit) -> Delta:
         try:
             request = build_text_request(self._text_model, submit)
-            cache, cached = self._prefix.fetch(request.prompt, self._reusable)
+            request.adapter = slot_for(self.adapters, submit.adapter)
             model, draft = self._text_model.model, self._text_model.draft_model
+            if request.adapter != BASE and self.adapters is not None:
+                # Its calls run under its adapter; the prefix cache holds the base model's KV.
+                # It stands in for the module (its calls, its attributes) in mlx-lm's generators.
+                model = cast(nn.Module, AdaptedModel(model, self.adapters, request.adapter))
+                cache, cached = None, 0
+            else:
+                cache, cached = self._prefix.fetch(request.prompt, self._reusable)
             if request.constrained and draft is not None:
                 # mlx-lm's speculative generator also runs the processors on draft tokens it
                 # may reject, which would advance a constraint's state: no draft for these.
@@ -250,6 +266,8 @@ class SoloTextEngine:
             if delta.finish_reason is not None:
                 self._remove(request_id)
             deltas.append(delta)
+        if self.adapters is not None and self.adapters.pending:
+            self.adapters.collect(self.adapter_slots())
         return deltas
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
@@ -265,7 +283,8 @@ class SoloTextEngine:
         generation.close()
         # Entries hold the draft model's layers too when there is one (the cache's layout).
         layout_ok = generation.uses_draft == (self._text_model.draft_model is not None)
-        if keep and layout_ok and generation.request.generated and self._prefix.enabled:
+        base = generation.request.adapter == BASE
+        if keep and base and layout_ok and generation.request.generated and self._prefix.enabled:
             reusable = generation.reusable_cache()
             if reusable is not None:
                 self._prefix.store(*reusable)

@@ -20,9 +20,11 @@ VERSION = 1
 
 
 def ensure_lora_adapter(base: str | Path, seed: int = 7) -> Path:
-    """The adapter directory for checkpoint `base` (built next to it on first use)."""
+    """The adapter directory for checkpoint `base` (built next to it on first use); another
+    `seed` is another adapter of the same shape."""
     base = Path(base)
-    target = base.parent / f"{base.name}-lora-v{VERSION}"
+    tag = "lora" if seed == 7 else f"lora{seed}"
+    target = base.parent / f"{base.name}-{tag}-v{VERSION}"
     if (target / "adapters.safetensors").is_file():
         return target
     import mlx.core as mx

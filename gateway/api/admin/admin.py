@@ -46,7 +46,7 @@ async def load_model(request: Request) -> JSONResponse:
         return await _pool_load(request, pool, model, body)
     served_name = f.string(body, "served_model_name")
     root = request.app.state.config.model_root
-    if root is not None and not _under(model, root):
+    if root is not None and not under_root(model, root):
         raise _not_loadable(model)
     try:
         # A hub download can take minutes; keep the event loop serving meanwhile.
@@ -60,7 +60,7 @@ async def load_model(request: Request) -> JSONResponse:
     # Checked before the serving worker is drained: a directory that cannot load is a 400
     # at once, with the same words as a missing one (they would tell which paths exist).
     if checkpoint_problem(resolved.path) is not None or (
-        root is not None and not _under(resolved.path, root)
+        root is not None and not under_root(resolved.path, root)
     ):
         raise _not_loadable(model)
     engine = engine_of(request)
@@ -89,7 +89,7 @@ def _not_loadable(model: str) -> APIError:
     )
 
 
-def _under(model: str, root: str) -> bool:
+def under_root(model: str, root: str) -> bool:
     """Whether `model`, as a path, lies inside `root` (symlinks resolved)."""
     path = os.path.realpath(os.path.expanduser(model))
     return os.path.commonpath([path, root]) == root

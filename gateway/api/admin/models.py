@@ -32,6 +32,7 @@ def model_card(request: Request, model: ServedModel) -> dict[str, Any]:
         "created": request.app.state.model_created,
         "owned_by": OWNED_BY,
         "root": model.path,
+        "parent": model.parent,  # vLLM's: a LoRA adapter's base model, else null
         # Not an OpenAI field: tells clients the model is loading or being swapped.
         "state": engine.state,
     }

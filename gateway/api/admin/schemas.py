@@ -117,7 +117,10 @@ SCHEMAS: dict[str, Schema] = {
             "object": _const("model"),
             "created": _doc(INTEGER, "When it was loaded (Unix seconds)."),
             "owned_by": STRING,
-            "root": _doc(STRING, "Its checkpoint path."),
+            "root": _doc(STRING, "Its checkpoint path (a LoRA adapter: its directory)."),
+            "parent": _doc(
+                _or_null(STRING), "vLLM's: a LoRA adapter's base model id; null for a model."
+            ),
             "state": _doc(
                 _enum(*dict.fromkeys(ENGINE_STATES + POOL_STATES)),
                 "The engine's state (`ready` serves); with --models FILE the model's own: "

@@ -22,7 +22,7 @@ from gateway.api.anthropic_messages.surface import CREATE
 from gateway.generation import lifecycle
 from gateway.http.errors import invalid
 from gateway.http.json_request import read_json
-from gateway.http.model_routing import check_model, engine_for
+from gateway.http.model_routing import check_model, engine_for, reported_name
 from gateway.media.parts import MediaCollector
 from gateway.workers.errors import WorkerRejected
 from gateway.workers.protocol import EngineClient
@@ -43,10 +43,10 @@ async def create_message(request: Request) -> Response:
     check_model(request, req.model)
     msg_id = message_id()
     if req.stream:
-        events = MessageEvents(msg_id, engine.model_name, parsed.omit_thinking, context)
+        events = MessageEvents(msg_id, reported_name(engine), parsed.omit_thinking, context)
         return await lifecycle.stream(request, engine, req, events)
     result = await lifecycle.complete(request, engine, req)
-    message = message_body(msg_id, engine.model_name, result.choices[0], parsed.omit_thinking)
+    message = message_body(msg_id, reported_name(engine), result.choices[0], parsed.omit_thinking)
     if context is not None:
         message["context_management"] = context
     return JSONResponse(message)

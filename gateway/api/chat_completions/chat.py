@@ -24,7 +24,7 @@ from gateway.generation.chat_body import read_chat
 from gateway.generation.request import GenerationRequest
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.http.json_request import read_json
-from gateway.http.model_routing import check_model, engine_for, first_model_of
+from gateway.http.model_routing import check_model, engine_for, first_model_of, reported_name
 from gateway.media.parts import MediaCollector
 from gateway.media.resolve import media_settings
 from gateway.request_context import TIME_LIMIT
@@ -49,7 +49,7 @@ async def chat_completions(request: Request) -> Response:
         req = await transcribe_audio_parts(req, recognizer, media_settings(request))
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    model = engine.model_name
+    model = reported_name(engine)
     if mcp_tools:
         head = {"id": response_id, "created": created, "model": model}
         return await with_mcp(request, engine, req, mcp_tools, mcp_choice, head)

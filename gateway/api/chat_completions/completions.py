@@ -15,7 +15,7 @@ from gateway.generation import lifecycle
 from gateway.generation.logprobs import completion_logprobs
 from gateway.generation.output import ChoiceOutput
 from gateway.http.json_request import read_json
-from gateway.http.model_routing import check_model, engine_for
+from gateway.http.model_routing import check_model, engine_for, reported_name
 from gateway.request_context import TIME_LIMIT
 from gateway.workers.served_models import CHAT
 
@@ -28,7 +28,7 @@ async def completions(request: Request) -> Response:
     engine = await engine_for(request, req.model, CHAT)
     response_id = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    model = engine.model_name
+    model = reported_name(engine)
     if req.stream:
         chunks = CompletionChunks(response_id, created, model, req.include_usage, req.n, req.echo)
         return await lifecycle.stream(request, engine, req, chunks)

@@ -19,8 +19,7 @@ from gateway.api.realtime.names import names_for
 from gateway.api.realtime.session import Session
 from gateway.api.realtime.wire import EventError, as_event_error, error_event, receive_event
 from gateway.http.errors import APIError
-from gateway.http.model_names import resolve_model
-from gateway.http.model_routing import engine_for, first_model_of
+from gateway.http.model_routing import check_model, engine_for, first_model_of
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.served_models import CHAT
 
@@ -69,7 +68,8 @@ async def _serve(websocket: WebSocket) -> None:
             raise EngineUnavailable(f"the engine is {chat.state}", 1.0)
         if ready.text is None:
             raise EventError("the realtime API needs a chat model", "model", "model_not_found")
-        model = resolve_model(websocket, name, CHAT).id if name else chat.model_name
+        # A LoRA adapter's name: the session's responses run under it (check_model).
+        model = check_model(websocket, name).id if name else chat.model_name
     except (APIError, EventError, EngineUnavailable) as exc:
         code = 1013 if isinstance(exc, EngineUnavailable) else 1008  # 1013: try again later
         await _refuse(websocket, as_event_error(exc), code)

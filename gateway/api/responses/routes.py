@@ -22,7 +22,7 @@ from gateway.generation import lifecycle
 from gateway.generation.output import ChoiceOutput, assistant_turn
 from gateway.http.errors import APIError
 from gateway.http.json_request import read_json
-from gateway.http.model_routing import check_model, engine_for
+from gateway.http.model_routing import check_model, engine_for, reported_name
 from gateway.mcp_rounds.tools import check_servers
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import CHAT
@@ -39,7 +39,7 @@ async def create_response(request: Request) -> Response:
     req = parsed.generation
     check_model(request, req.model)
     engine = await engine_for(request, req.model, CHAT)
-    meta = ResponseMeta(engine.model_name, parsed.echo)
+    meta = ResponseMeta(reported_name(engine), parsed.echo)
     if parsed.mcp:
         return await _with_mcp(request, engine, parsed, meta)
 

@@ -32,44 +32,22 @@ from typing import Any
 
 from gateway.http import auth
 from gateway.http.errors import is_anthropic_path
+from gateway.openapi.admin_operations import ADMIN_OPERATIONS
+from gateway.openapi.response_parts import (
+    JSON,
+    MODEL_404,
+    binary_body,
+    json_body,
+    ok,
+    sse_body,
+    sse_event,
+    text_body,
+)
 from gateway.openapi.schemas import COMPONENTS, RESPONSE_EVENTS, ref
-from gateway.schema.builders import STRING, Schema, _all, _const, _doc, _enum
+from gateway.schema.builders import STRING
 
 __all__ = ["COMPONENTS", "OPERATION_IDS", "is_open", "operation_routes", "ref", "responses_for",
            "sse_event"]  # fmt: skip
-
-
-# -- media types -----------------------------------------------------------------------------
-
-SSE = "text/event-stream"
-JSON = "application/json"
-DONE = "[DONE]"
-
-
-def _json(name: str) -> dict[str, Any]:
-    return {JSON: {"schema": ref(name)}}
-
-
-def _text(doc: str) -> dict[str, Any]:
-    return {"schema": _doc(STRING, doc)}
-
-
-def _binary(doc: str) -> dict[str, Any]:
-    return {"schema": {"type": "string", "format": "binary", "description": doc}}
-
-
-def sse_event(content: Schema, events: tuple[str, ...] | None = None, done: bool = False) -> Schema:
-    """The schema of one server-sent event as parsed (`{"event", "data"}`), whose `data` is
-    JSON matching `content`, or `[DONE]` when `done`. `events`: the event names; None: the
-    stream names none (the parser reads "message")."""
-    payload: Schema = {"type": "string", "contentMediaType": JSON, "contentSchema": content}
-    data = {"type": "string", "if": {"const": DONE}, "else": payload} if done else payload
-    name = _enum(*events) if events is not None else _const("message")
-    return _all({"event": name, "data": data})
-
-
-def _sse(content: Schema, doc: str, events: tuple[str, ...] | None = None, done: bool = False):
-    return {SSE: {"schema": _doc(sse_event(content, events, done), doc)}}
 
 
 _OPENAI_STREAM_DOC = (
@@ -138,16 +116,8 @@ _ERRORS = {
     "request was aborted by a model swap or shutdown (`aborted`, `model_swap`). `Retry-After` "
     "says when to retry, when known.",
 }
-_MODEL_404 = "The `model` named is not served here; the message lists the served models."
 _SPEECH_404 = "This server has no speech model, or the `model` named is not served here."
-_BODY_ERRORS = {400: "", 404: _MODEL_404, 413: "", 503: ""}
-
-
-def _ok(description: str, content: dict[str, Any], headers: dict[str, Any] | None = None):
-    response: dict[str, Any] = {"description": description, "content": content}
-    if headers:
-        response["headers"] = headers
-    return response
+_BODY_ERRORS = {400: "", 404: MODEL_404, 413: "", 503: ""}
 
 
 # operation id -> (its routes, its 2xx response, error status -> what it means there: "" for
@@ -156,17 +126,20 @@ def _ok(description: str, content: dict[str, Any], headers: dict[str, Any] | Non
 _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[int, str]]] = {
     "root": (
         (("GET", "/"), ("GET", "/v1")),
-        _ok(
+        ok(
             "What this server is and where its APIs are; 200 whenever the gateway is up "
             "(`status` is the engine's state). A browser (an Accept header ranking text/html "
             "first) gets the web playground's page at `/` instead.",
-            {**_json("ServerInfo"), "text/html": _text("The web playground (at `/` only).")},
+            {
+                **json_body("ServerInfo"),
+                "text/html": text_body("The web playground (at `/` only)."),
+            },
         ),
         {},
     ),
     "health": (
         (("GET", "/health"),),
-        _ok(
+        ok(
             "A worker is ready and serves (--models FILE: any model is ready or can load).",
             {JSON: {"schema": {"anyOf": [ref("Health"), ref("PoolHealth")]}}},
         ),
@@ -174,30 +147,30 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "metrics": (
         (("GET", "/metrics"),),
-        _ok(
+        ok(
             "Prometheus metrics in the text exposition format (vLLM's names where they apply); "
             "200 also while no worker is ready.",
-            {"text/plain": _text("Prometheus text format.")},
+            {"text/plain": text_body("Prometheus text format.")},
         ),
         {},
     ),
     "listModels": (
         (("GET", "/v1/models"),),
-        _ok("Every served model, each with its capabilities.", _json("ModelList")),
+        ok("Every served model, each with its capabilities.", json_body("ModelList")),
         {},
     ),
     "getModel": (
         (("GET", "/v1/models/{model_id}"),),
-        _ok("The served model this name reaches.", _json("Model")),
+        ok("The served model this name reaches.", json_body("Model")),
         {404: "No served model answers to this name; the message lists the served models."},
     ),
     "createChatCompletion": (
         (("POST", "/v1/chat/completions"),),
-        _ok(
+        ok(
             "The completion; with `stream: true`, its chunks as server-sent events.",
             {
-                **_json("ChatCompletion"),
-                **_sse(
+                **json_body("ChatCompletion"),
+                **sse_body(
                     {"anyOf": [ref("ChatCompletionChunk"), ref("ErrorResponse")]},
                     _OPENAI_STREAM_DOC,
                     done=True,
@@ -208,11 +181,11 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "createCompletion": (
         (("POST", "/v1/completions"),),
-        _ok(
+        ok(
             "The completion; with `stream: true`, its chunks as server-sent events.",
             {
-                **_json("TextCompletion"),
-                **_sse(
+                **json_body("TextCompletion"),
+                **sse_body(
                     {"anyOf": [ref("TextCompletionChunk"), ref("ErrorResponse")]},
                     _OPENAI_STREAM_DOC,
                     done=True,
@@ -223,12 +196,12 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "createMessage": (
         (("POST", "/v1/messages"),),
-        _ok(
+        ok(
             "The message; with `stream: true`, Anthropic's named events: message_start, ping, "
             "content blocks (start, deltas, stop), message_delta, message_stop.",
             {
-                **_json("AnthropicMessage"),
-                **_sse(
+                **json_body("AnthropicMessage"),
+                **sse_body(
                     ref("AnthropicStreamEvent"),
                     "Named events (`event:` is the data's `type`); a failure after the start is "
                     "an `error` event. `ping` events are keepalives.",
@@ -240,19 +213,20 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "countMessageTokens": (
         (("POST", "/v1/messages/count_tokens"),),
-        _ok(
-            "The prompt's token count, as the worker would build it.", _json("AnthropicTokenCount")
+        ok(
+            "The prompt's token count, as the worker would build it.",
+            json_body("AnthropicTokenCount"),
         ),
         _BODY_ERRORS,
     ),
     "createResponse": (
         (("POST", "/v1/responses"),),
-        _ok(
+        ok(
             "The response (stored unless `store: false`); with `stream: true`, the Responses "
             "API's events, each with its `sequence_number`.",
             {
-                **_json("Response"),
-                **_sse(
+                **json_body("Response"),
+                **sse_body(
                     ref("ResponseStreamEvent"),
                     "Named events (`event:` is the data's `type`): response.created, "
                     "response.in_progress, the output items' events, then response.completed "
@@ -269,23 +243,23 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "getResponse": (
         (("GET", "/v1/responses/{response_id}"),),
-        _ok("The stored response.", _json("Response")),
+        ok("The stored response.", json_body("Response")),
         {404: "No stored response has this id (they are kept in memory, the most recent only)."},
     ),
     "deleteResponse": (
         (("DELETE", "/v1/responses/{response_id}"),),
-        _ok("The response was deleted.", _json("ResponseDeleted")),
+        ok("The response was deleted.", json_body("ResponseDeleted")),
         {404: "No stored response has this id."},
     ),
     "createSpeech": (
         (("POST", "/v1/audio/speech"),),
-        _ok(
+        ok(
             "The speech, encoded in `response_format` (default mp3): the whole file, or, with "
             "`stream: true`, its bytes as they are encoded (a failure then cuts the transfer "
             'short); with `stream_format: "sse"`, server-sent events with base64 audio.',
             {
-                **{kind: _binary(f"{name} audio.") for kind, name in AUDIO_TYPES.items()},
-                **_sse(
+                **{kind: binary_body(f"{name} audio.") for kind, name in AUDIO_TYPES.items()},
+                **sse_body(
                     ref("SpeechStreamEvent"),
                     '`stream_format: "sse"`: speech.audio.delta events, then '
                     "speech.audio.done with the usage; a failure after the start is an "
@@ -299,16 +273,16 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "listVoices": (
         (("GET", "/v1/audio/voices"),),
-        _ok(
+        ok(
             "The speech model's voices (presets and saved ones), OpenAI's voice names and "
             "what the model can do.",
-            _json("VoiceList"),
+            json_body("VoiceList"),
         ),
         {404: "This server has no speech model.", 503: ""},
     ),
     "createVoice": (
         (("POST", "/v1/audio/voices"),),
-        _ok("The saved voice.", _json("AudioVoice")),
+        ok("The saved voice.", json_body("AudioVoice")),
         {
             400: "Not a multipart form, a field missing or invalid, audio that is not an "
             "audio file, or the store is full (`voice_limit_reached`).",
@@ -318,21 +292,21 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "deleteVoice": (
         (("DELETE", "/v1/audio/voices/{voice_id}"),),
-        _ok("The voice was deleted.", _json("AudioVoiceDeleted")),
+        ok("The voice was deleted.", json_body("AudioVoiceDeleted")),
         {404: "No saved voice has this id."},
     ),
     "createTranscription": (
         (("POST", "/v1/audio/transcriptions"),),
-        _ok(
+        ok(
             "The transcript in `response_format`: json (`{text, usage}`), verbose_json "
             "(segments, words when asked), text, srt or vtt; with `stream: true` (json or "
             "text), server-sent events.",
             {
                 JSON: {"schema": {"anyOf": [ref("Transcription"), ref("TranscriptionVerbose")]}},
-                "text/plain": _text("`response_format` text: the text and a newline."),
-                "application/x-subrip": _text("`response_format` srt."),
-                "text/vtt": _text("`response_format` vtt."),
-                **_sse(
+                "text/plain": text_body("`response_format` text: the text and a newline."),
+                "application/x-subrip": text_body("`response_format` srt."),
+                "text/vtt": text_body("`response_format` vtt."),
+                **sse_body(
                     ref("TranscriptionStreamEvent"),
                     "transcript.text.delta events, then transcript.text.done with the usage; "
                     "a failure after the start is a `data:` error object and `[DONE]`.",
@@ -344,38 +318,38 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "createTranslation": (
         (("POST", "/v1/audio/translations"),),
-        _ok(
+        ok(
             "The English translation in `response_format`: json, verbose_json, text, srt or vtt.",
             {
                 JSON: {"schema": {"anyOf": [ref("Transcription"), ref("TranscriptionVerbose")]}},
-                "text/plain": _text("`response_format` text: the text and a newline."),
-                "application/x-subrip": _text("`response_format` srt."),
-                "text/vtt": _text("`response_format` vtt."),
+                "text/plain": text_body("`response_format` text: the text and a newline."),
+                "application/x-subrip": text_body("`response_format` srt."),
+                "text/vtt": text_body("`response_format` vtt."),
             },
         ),
         {**_BODY_ERRORS, 400: "+ Also: a model that cannot translate.", 501: ""},
     ),
     "createEmbedding": (
         (("POST", "/v1/embeddings"),),
-        _ok("One embedding per input, in input order.", _json("EmbeddingList")),
+        ok("One embedding per input, in input order.", json_body("EmbeddingList")),
         _BODY_ERRORS,
     ),
     "rerank": (
         (("POST", "/v1/rerank"), ("POST", "/v2/rerank"), ("POST", "/rerank")),
-        _ok("The documents' relevance to the query, best first.", _json("RerankResponse")),
+        ok("The documents' relevance to the query, best first.", json_body("RerankResponse")),
         _BODY_ERRORS,
     ),
     "score": (
         (("POST", "/v1/score"), ("POST", "/score")),
-        _ok("A relevance score per pair.", _json("ScoreResponse")),
+        ok("A relevance score per pair.", json_body("ScoreResponse")),
         _BODY_ERRORS,
     ),
     "tokenize": (
         (("POST", "/tokenize"),),
-        _ok(
+        ok(
             "The token ids a completion of the prompt (or a chat of the messages) is served "
             "with; `count` is its `usage.prompt_tokens`.",
-            _json("TokenizeResponse"),
+            json_body("TokenizeResponse"),
         ),
         {
             **_BODY_ERRORS,
@@ -384,96 +358,10 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
     ),
     "detokenize": (
         (("POST", "/detokenize"),),
-        _ok("The text of the token ids.", _json("DetokenizeResponse")),
+        ok("The text of the token ids.", json_body("DetokenizeResponse")),
         {**_BODY_ERRORS, 400: "+ Also: an id outside the vocabulary."},
     ),
-    "loadModel": (
-        (("POST", "/v1/admin/models/load"),),
-        _ok(
-            "The new model serves (requests still running past the drain timeout were aborted).",
-            _json("ModelLoaded"),
-        ),
-        {
-            400: "`model` missing, an unknown field, or not a checkpoint this server can load "
-            "(`model_not_found`: no such hub repo, or not a directory with a config.json and "
-            "weights, or outside `--model-root`; the same words for each, checked before the "
-            "serving model is drained).",
-            401: "The server has an admin key (`--admin-key`) and the request did not carry "
-            "it (the API key does not open this route).",
-            403: "",
-            413: "",
-            502: "The download failed (`download_failed`) or the model did not load "
-            "(`model_load_failed`; the previous model serves again when it could be restored).",
-            503: "The engine is stopped or not started.",
-        },
-    ),
-    "adminStats": (
-        (("GET", "/v1/admin/stats"),),
-        _ok(
-            "The worker's counters (--models FILE: every model's).",
-            {JSON: {"schema": {"anyOf": [ref("WorkerStats"), ref("PoolStats")]}}},
-        ),
-        {
-            401: "The server runs with `--api-key` or `--admin-key` and the request carried "
-            "neither.",
-            503: "No worker is ready to answer.",
-        },
-    ),
-    "unloadModel": (
-        (("POST", "/v1/admin/models/unload"),),
-        _ok("The model's worker stopped (--models FILE).", _json("PoolModelState")),
-        {
-            400: "`model` missing or an unknown field, or the server has no models file.",
-            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
-            403: "",
-            404: _MODEL_404,
-            409: "Requests are using the model (`model_busy`); retry when they end.",
-            413: "",
-        },
-    ),
-    "pinModel": (
-        (("POST", "/v1/admin/models/pin"),),
-        _ok("The model is pinned or unpinned (--models FILE).", _json("PoolModelState")),
-        {
-            400: "`model` missing or an unknown field, or the server has no models file.",
-            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
-            403: "",
-            404: _MODEL_404,
-            413: "",
-        },
-    ),
-    "loadLoraAdapter": (
-        (("POST", "/v1/load_lora_adapter"),),
-        _ok(
-            "The adapter serves: requests name it as `model` (vLLM's plain-text answer).",
-            {"text/plain": _text("Success: LoRA adapter 'NAME' added successfully.")},
-        ),
-        {
-            400: "A field missing or unknown; a name taken, or loaded already without "
-            "`load_inplace`; not an adapter directory (or outside `--model-root`); an adapter "
-            "the worker refuses (another base model, DoRA, `--max-loras` reached); a models "
-            "file; a model that takes no adapters.",
-            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
-            403: "",
-            413: "",
-            503: "",
-        },
-    ),
-    "unloadLoraAdapter": (
-        (("POST", "/v1/unload_lora_adapter"),),
-        _ok(
-            "The adapter's name is gone; requests running under it end as they would.",
-            {"text/plain": _text("Success: LoRA adapter 'NAME' removed successfully.")},
-        ),
-        {
-            400: "`lora_name` missing or an unknown field; a models file.",
-            401: "The server has an admin key (`--admin-key`) and the request did not carry it.",
-            403: "",
-            404: "No adapter of that name is loaded.",
-            413: "",
-            503: "",
-        },
-    ),
+    **ADMIN_OPERATIONS,
 }
 
 OPERATION_IDS: tuple[str, ...] = tuple(_OPERATIONS)
@@ -501,7 +389,7 @@ def _error(status: int, anthropic: bool, detail: str) -> dict[str, Any]:
     response: dict[str, Any] = {
         "description": text,
         "headers": {"x-request-id": _REQUEST_ID},
-        "content": _json(name),
+        "content": json_body(name),
     }
     if status == 401:
         response["headers"]["WWW-Authenticate"] = _WWW_AUTHENTICATE

@@ -24,10 +24,10 @@ from starlette.testclient import TestClient
 
 from gateway.app import ROUTES
 from gateway.http.auth import OPEN_PATHS
+from gateway.openapi.response_parts import SSE
 from gateway.openapi.responses import (
     COMPONENTS,
     OPERATION_IDS,
-    SSE,
     is_open,
     operation_routes,
     responses_for,

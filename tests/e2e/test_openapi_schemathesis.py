@@ -142,12 +142,14 @@ def test_the_worker_survived_every_generated_request(target):
 def test_most_operations_were_answered_with_success(target):
     # Without it the hooks could make every request a 4xx and the run above prove little.
     # Left out: no reranker is served here; ids that must exist first; the swap; the
-    # models-file operations (this server has one worker).
+    # models-file operations (this server has one worker); LoRA adapters (a directory on the
+    # server, and a loaded one's name).
     never = {"POST /v1/rerank", "POST /v2/rerank", "POST /rerank", "POST /v1/score",
              "POST /score", "GET /v1/responses/{response_id}",
              "DELETE /v1/responses/{response_id}", "DELETE /v1/audio/voices/{voice_id}",
              "POST /v1/admin/models/load", "POST /v1/admin/models/unload",
-             "POST /v1/admin/models/pin"}  # fmt: skip
+             "POST /v1/admin/models/pin", "POST /v1/load_lora_adapter",
+             "POST /v1/unload_lora_adapter"}  # fmt: skip
     operations = {f"{m.upper()} {p}" for p, item in DOCUMENT["paths"].items() for m in item}
     succeeded = {op for op, codes in _STATUSES.items() if any(200 <= c < 300 for c in codes)}
     assert operations - never <= succeeded, dict(_STATUSES)

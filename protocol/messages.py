@@ -136,6 +136,7 @@ class AdapterArgs(WireStruct):
 
     name: str
     path: str | None = None
+    replace: bool = False  # loading: a loaded adapter of that name gives way to this one
 
 
 class ControlCall(WireStruct, tag=int(Tag.CONTROL_CALL)):

@@ -283,6 +283,11 @@ def serve(model: str | None, **options: Any) -> None:
         **lora_config(options),
         **generation_config(options),
     )
+    for name, _ in config.lora_modules:
+        if name in (config.served_model_name, config.model):
+            raise click.BadParameter(
+                f"the adapter name {name!r} names the served model", param_hint="--lora-modules"
+            )
     engine: Any = WorkerEngineClient(config) if models_file is None else _pool(models_file, config)
     app = create_app(config, engine)
     server = uvicorn.Server(

@@ -115,7 +115,8 @@ def lora_config(options: dict[str, Any]) -> dict[str, Any]:
     modules: dict[str, str] = {}
     for entry in options["lora_modules"]:
         name, _, path = entry.partition("=")
-        problem = adapter_problem(name, path) if path else f"{entry!r} is not NAME=PATH"
+        found = adapter_problem(name, path) if path else ("", f"{entry!r} is not NAME=PATH")
+        problem = found[1] if found is not None else None
         if problem is None and name in modules:
             problem = f"two adapters are named {name!r}"
         if problem is not None:

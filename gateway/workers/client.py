@@ -314,6 +314,7 @@ class WorkerEngineClient:
         state = self._sup.state
         if state == "ready":
             self._admission.open()
+            self._check_adapters()
             return
         self._admission.close()
         if state in ("failed", "stopped"):
@@ -371,17 +372,33 @@ class WorkerEngineClient:
             raise EngineUnavailable("detokenize: the reply has no text", RETRY_AFTER)
         return reply.text
 
-    async def change_adapter(self, name: str, path: str | None) -> None:
-        """Loads the LoRA adapter at `path` as `name` (None: unloads `name`) on the worker, and
-        remembers the adapters it serves after, for a restarted worker to load them again;
-        WorkerRejected naming why it could not."""
+    async def change_adapter(self, name: str, path: str | None, replace: bool = False) -> None:
+        """Loads the LoRA adapter at `path` as `name` (None: unloads `name`; `replace`: in place
+        of a loaded one) on the worker, and remembers the adapters it serves after, for a
+        restarted worker to load them again; WorkerRejected naming why it could not. Never
+        during a swap (the adapters belong to the model being replaced)."""
         method = ControlMethod.LOAD_ADAPTER if path else ControlMethod.UNLOAD_ADAPTER
-        reply = await self._worker_call(method, ADAPTER_TIMEOUT, adapter=AdapterArgs(name, path))
+        args = AdapterArgs(name, path, replace)
+        async with self._swap_lock:
+            reply = await self._worker_call(method, ADAPTER_TIMEOUT, adapter=args)
         adapters = reply.adapters or []
         ready = self.ready_info
         if ready is not None and ready.text is not None:
             ready.text.adapters = adapters  # what /v1/models lists until the next Ready
         self._set_lora_modules(tuple((a.name, a.path) for a in adapters))
+
+    def _check_adapters(self) -> None:
+        """A ready worker serves the adapters it could load: the others are said once, in the
+        log, and left out of what the next worker loads."""
+        ready = self.ready_info
+        if ready is None or ready.text is None or not self.config.lora_modules:
+            return
+        loaded = {a.name: a.path for a in ready.text.adapters or []}
+        for name, path in self.config.lora_modules:
+            if name not in loaded:
+                log.error("the LoRA adapter %s (%s) is not served: the worker could not "
+                          "load it (its log says why)", name, path)  # fmt: skip
+        self._set_lora_modules(tuple(loaded.items()))
 
     def _set_lora_modules(self, modules: tuple[tuple[str, str], ...]) -> None:
         """The adapters a worker started from now on loads (its --lora flags)."""

@@ -11,13 +11,18 @@ import re
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
 
 
-def adapter_problem(name: str, path: str) -> str | None:
-    """Why `name` = `path` cannot be loaded, or None."""
+def adapter_problem(name: str, path: str) -> tuple[str, str] | None:
+    """(the field at fault, `lora_name` or `lora_path`, and why) when `name` = `path` cannot
+    be loaded, else None."""
     if not NAME.fullmatch(name):
-        return (
+        return "lora_name", (
             f"{name[:200]!r} is not an adapter name: 1 to 128 letters, digits and . _ : / @ + -, "
             "starting with a letter or digit"
         )
     if not os.path.isfile(os.path.join(path, "adapter_config.json")):
-        return f"{path[:500]!r} is not an mlx-lm LoRA adapter directory (no adapter_config.json)"
+        return "lora_path", not_an_adapter(path)
     return None
+
+
+def not_an_adapter(path: str) -> str:
+    return f"{path[:500]!r} is not an mlx-lm LoRA adapter directory (no adapter_config.json)"

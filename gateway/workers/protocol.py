@@ -59,7 +59,7 @@ class EngineClient(Protocol):
     async def worker_stats(self) -> dict[str, Any]: ...
 
     async def change_adapter(
-        self, name: str, path: str | None
+        self, name: str, path: str | None, replace: bool = False
     ) -> None: ...  # load (path) or unload (None) a LoRA adapter; WorkerRejected says why
 
     async def swap(

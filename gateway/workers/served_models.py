@@ -168,14 +168,17 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
                 max_context=max_context,
             )
         )
-    return _with_default_names(models) + _adapters(models[0], ready)
+    models = _with_default_names(models)
+    return models + _adapters(models, ready)
 
 
-def _adapters(main: ServedModel, ready: Ready) -> list[ServedModel]:
-    """The LoRA adapters loaded on the chat model, each a model of its own."""
-    text = ready.text
+def _adapters(models: list[ServedModel], ready: Ready) -> list[ServedModel]:
+    """The LoRA adapters loaded on the chat model, each a model of its own (but one whose
+    name another model answers to: `serve` refuses that name, so only a path can)."""
+    main, text = models[0], ready.text
     if text is None or not text.adapters or CHAT not in main.kinds:
         return []
+    taken = {name for m in models for name in (m.id, *m.other_names, *m.aliases)}
     return [
         ServedModel(
             adapter.name,
@@ -186,6 +189,7 @@ def _adapters(main: ServedModel, ready: Ready) -> list[ServedModel]:
             parent=main.id,
         )
         for adapter in text.adapters
+        if adapter.name not in taken
     ]
 
 

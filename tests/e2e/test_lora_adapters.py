@@ -159,6 +159,9 @@ def test_an_unloaded_adapter_is_gone_and_may_load_again(server, qwen3_path, adap
 
 
 def test_load_inplace_replaces_the_adapter_behind_a_name(server, qwen3_path, adapters):
+    r = admin(server, "load", lora_name="sql", lora_path=adapters["other"], load_inplace=True)
+    assert r.status_code == 400 and "another base model" in r.json()["error"]["message"]
+    assert cards(server)["sql"]["root"] == adapters["sql"]  # the old one serves on
     r = admin(server, "load", lora_name="sql", lora_path=adapters["poet"], load_inplace=True)
     assert r.status_code == 200, r.text
     try:
@@ -239,3 +242,13 @@ def test_more_than_max_loras_adapters_is_refused(server, adapters):
         )
     r = admin(server, "load", lora_name="third", lora_path=adapters["sql"])
     assert r.status_code == 400 and "--max-loras" in r.json()["error"]["message"], r.text
+
+
+def test_a_startup_adapter_the_worker_cannot_load_is_said_and_left_out(
+    start_server, qwen3_path, adapters
+):
+    server = start_server(
+        qwen3_path, "--lora-modules", f"wide={adapters['other']}", name="lora-bad"
+    )
+    assert "wide" not in cards(server)
+    assert "the LoRA adapter wide" in server.log() and "is not served" in server.log()

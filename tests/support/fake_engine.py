@@ -187,7 +187,7 @@ class FakeEngine:
     async def worker_stats(self) -> dict:
         return {"active": 0, "waiting": 0}
 
-    async def change_adapter(self, name: str, path: str | None) -> None:
+    async def change_adapter(self, name: str, path: str | None, replace: bool = False) -> None:
         raise WorkerRejected("the fake engine serves no LoRA adapters")
 
     def health(self) -> tuple[int, dict]:

@@ -108,6 +108,38 @@ def test_the_older_speech_flag_names_still_work(no_serving, tmp_path):
     assert (config.speech_model, config.transcription_model) == (str(tts), str(asr))
 
 
+def test_lora_modules_become_the_configs_adapters(no_serving, tmp_path):
+    model, adapter = tmp_path / "m", tmp_path / "sql"
+    fake_checkpoint(model)
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    args = ["serve", str(model), "--lora-modules", f"sql={adapter}", "--max-loras", "3"]
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 0, result.output
+    config = no_serving[0].config
+    assert (config.lora_modules, config.max_loras) == ((("sql", str(adapter)),), 3)
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ("sql", "is not NAME=PATH"),
+        ("sql={tmp}/nothing", "no adapter_config.json"),
+        ("a b={adapter}", "is not an adapter name"),
+        ("m={adapter}", "names the served model"),
+    ],
+)
+def test_bad_lora_modules_stop_the_start_naming_the_flag(no_serving, tmp_path, entry, words):
+    model, adapter = tmp_path / "m", tmp_path / "sql"
+    fake_checkpoint(model)
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    entry = entry.format(tmp=tmp_path, adapter=adapter)
+    result = CliRunner().invoke(cli.main, ["serve", str(model), "--lora-modules", entry])
+    assert result.exit_code == 2 and "--lora-modules" in result.output, result.output
+    assert words in result.output
+
+
 def test_serve_reads_the_api_key_from_the_environment(no_serving, tmp_path):
     fake_checkpoint(tmp_path)
     result = CliRunner().invoke(cli.main, ["serve", str(tmp_path)], env={"VOMLX_API_KEY": "env"})

@@ -68,7 +68,7 @@ PINNED_FIELDS = {
     ),
     Abort: ("request_ids",),
     ControlCall: ("call_id", "method", "chat", "tokenize", "detokenize", "adapter"),
-    AdapterArgs: ("name", "path"),
+    AdapterArgs: ("name", "path", "replace"),
     Adapter: ("name", "path"),
     TokenizeArgs: (
         "prompt", "chat", "add_special_tokens", "add_generation_prompt",
@@ -239,15 +239,8 @@ def test_tokenizer_control_calls_carry_their_arguments_after_the_chat():
 
 def test_adapter_control_calls_carry_the_adapter_last():
     call = ControlCall(4, ControlMethod.LOAD_ADAPTER, adapter=AdapterArgs("sql", "/a/sql"))
-    assert msgpack.unpackb(encode(call)) == [
-        3,
-        4,
-        "load_adapter",
-        None,
-        None,
-        None,
-        ["sql", "/a/sql"],
-    ]
+    raw = [3, 4, "load_adapter", None, None, None, ["sql", "/a/sql", False]]
+    assert msgpack.unpackb(encode(call)) == raw
     reply = ControlReply(4, True, adapters=[Adapter("sql", "/a/sql")])
     assert decode(encode(reply)) == reply
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from functools import cache
 
 import mlx.core as mx
+import mlx.nn as nn
 import pytest
 from mlx_lm import load, stream_generate
 from mlx_lm.sample_utils import make_sampler
@@ -96,7 +97,7 @@ def drive(engine, submits: list[Submit], joining: list[Submit] = (), after: int 
         if steps == after:
             admit(joining)
         for delta in engine.step():
-            tokens[delta.request_id] += delta.token_ids
+            tokens.setdefault(delta.request_id, []).extend(delta.token_ids)
             if delta.finish_reason is not None:
                 ends[delta.request_id] = delta
         assert steps < 500
@@ -148,7 +149,8 @@ def test_an_adapter_unloaded_mid_request_serves_that_request_to_its_end(text_mod
     tokens = []
     for _ in range(4):
         tokens += [t for d in engine.step() for t in d.token_ids]
-    text_model.adapters.unload("sql", engine.adapter_slots())
+    text_model.adapters.unload("sql")
+    text_model.adapters.collect(engine.adapter_slots())
     refused = engine.admit(submit("b", PROMPTS["fib"], "sql"))
     assert refused.finish_reason == FinishReason.ERROR
     assert "'sql' is not loaded" in refused.error.message
@@ -245,3 +247,61 @@ def test_at_most_max_loras_adapters_are_loaded(base, paths):
     adapters.unload("sql")
     adapters.load("poet", paths["poet"])
     assert adapters.loaded() == [("poet", paths["poet"])]
+
+
+def test_loading_in_place_swaps_in_one_step_and_running_requests_keep_the_old(
+    text_model, base, paths, tmp_path
+):
+    engine = batch_engine(text_model)
+    engine.admit(submit("old", PROMPTS["fib"], "sql", 12))
+    tokens = [t for d in engine.step() for t in d.token_ids]
+    with pytest.raises(AdapterError):  # a bad replacement leaves the old one serving
+        text_model.adapters.load("sql", str(tmp_path / "nothing"), replace=True)
+    assert ("sql", paths["sql"]) in text_model.adapters.loaded()
+    text_model.adapters.load("sql", paths["poet"], replace=True)
+    assert ("sql", paths["poet"]) in text_model.adapters.loaded()
+    run = drive(engine, [submit("new", PROMPTS["fib"], "sql", 12)])
+    assert tokens + run["tokens"]["old"] == direct(base, paths["sql"], PROMPTS["fib"], 12)
+    assert run["tokens"]["new"] == direct(base, paths["poet"], PROMPTS["fib"], 12)
+    assert not text_model.adapters.pending  # the old weights went with its last request
+
+
+def test_an_unloaded_adapters_weights_go_when_its_last_request_is_aborted(text_model):
+    engine = batch_engine(text_model)
+    engine.admit(submit("a", PROMPTS["sea"], "poet", 40))
+    engine.step()
+    text_model.adapters.unload("poet")
+    engine.step()
+    assert text_model.adapters.pending
+    engine.abort(["a"])
+    assert not text_model.adapters.pending
+
+
+class _Flattening(nn.Module):
+    """A model whose `gate` sees its rows flattened into one (as a MoE router does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.gate = nn.Linear(8, 4)
+
+    def __call__(self, tokens: mx.array, cache=None) -> mx.array:
+        h = self.embed(tokens)
+        return self.gate(h.reshape(-1, 8))
+
+
+def test_an_adapter_on_a_layer_that_flattens_its_rows_is_refused(tmp_path):
+    adapter = tmp_path / "gate"
+    adapter.mkdir()
+    config = {
+        "fine_tune_type": "lora",
+        "num_layers": 1,
+        "lora_parameters": {"rank": 2, "scale": 1.0},
+    }
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    weights = {"gate.lora_a": mx.ones((8, 2)), "gate.lora_b": mx.ones((2, 4))}
+    mx.save_safetensors(str(adapter / "adapters.safetensors"), weights)
+    adapters = Adapters(_Flattening())
+    with pytest.raises(AdapterError, match="cannot be served per request"):
+        adapters.load("gate", str(adapter))
+    assert adapters.loaded() == [] and not adapters.pending

@@ -31,6 +31,7 @@ class AdapterChange:
     call_id: int
     name: str
     path: str | None
+    replace: bool = False
 
 
 InboxItem = Submit | ShutdownRequest | AdapterChange

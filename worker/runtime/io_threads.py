@@ -153,7 +153,7 @@ class Receiver(threading.Thread):
             self._outbox.put(ControlReply(call.call_id, ok=False, error="no adapter named"))
             return
         path = args.path if call.method == ControlMethod.LOAD_ADAPTER else None
-        self._handoff.inbox.put(AdapterChange(call.call_id, args.name, path))
+        self._handoff.inbox.put(AdapterChange(call.call_id, args.name, path, args.replace))
 
     def _control_shutdown(self, call: ControlCall) -> None:
         # The MLX thread aborts every request, replies and ends its loop; the flag also stops

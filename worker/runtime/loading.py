@@ -238,6 +238,8 @@ def _refuse_text_only_flags(args: argparse.Namespace) -> None:
         )
     if getattr(args, "chat_template", None) is not None:
         raise ValueError(f"--chat-template: {args.model} is not an mlx-lm chat model")
+    if getattr(args, "lora", None):
+        raise ValueError(f"--lora (LoRA adapters): {args.model} is not an mlx-lm chat model")
 
 
 def _add_embedding(loaded: LoadedEngines, path: str, args: argparse.Namespace) -> None:
@@ -278,6 +280,7 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
             ("--warm-prompts", args.warm_prompts),
             ("--ssd-cache-dir", args.ssd_cache_dir),
             ("--dtype", None if args.dtype == "auto" else args.dtype),
+            ("--lora", args.lora or None),
         )
         if value is not None
     ]

@@ -96,6 +96,9 @@ class BatchTextEngine:
         eos = sorted(text_model.tokenizer.eos_token_ids)
         self._stop_tokens = StopSequences([[t] for t in eos])
         self._generator = self._new_generator()
+        if self.adapters is not None and not self._generator.routable:
+            log.error("this mlx-lm's BatchGenerator lacks what per-request adapters need: none")
+            self.adapters = None
         self._by_id: dict[str, _Entry] = {}
         self._by_uid: dict[int, _Entry] = {}
         self._stats: Any = None  # the worker's counters, once bound
@@ -113,6 +116,11 @@ class BatchTextEngine:
 
     def active_ids(self) -> list[str]:
         return list(self._by_id)
+
+    def _collect_adapters(self) -> None:
+        """Frees unloaded adapters no running request holds (worker/text/adapters/)."""
+        if self.adapters is not None:
+            self.adapters.collect(self.adapter_slots())
 
     def adapter_slots(self) -> list[int]:
         """The adapter slots the running requests hold."""
@@ -154,8 +162,7 @@ class BatchTextEngine:
                 ended.add(response.uid)
             deltas.append(delta)
         self._count_speculation()
-        if self.adapters is not None and self.adapters.pending:
-            self.adapters.collect(self.adapter_slots())
+        self._collect_adapters()
         return merge_step_deltas(deltas)
 
     def _count_speculation(self) -> None:
@@ -197,6 +204,7 @@ class BatchTextEngine:
             if entry is not None:
                 self._leave(entry, store=True)
                 deltas.append(entry.request.end(FinishReason.ABORT))
+        self._collect_adapters()
         return deltas
 
     def _insert(self, request: TextRequest) -> None:
@@ -293,6 +301,7 @@ class BatchTextEngine:
         except Exception:
             log.exception("closing the failed batch generator failed")
         self._generator = self._new_generator()
+        self._collect_adapters()
         mx.clear_cache()
         return [e.request.end(FinishReason.ERROR, internal(exc)) for e in entries]
 

@@ -111,9 +111,14 @@ class FusedBatchGenerator(BatchGenerator):
         self._prompt(chunks)
         return prompt_responses, responses
 
+    @property
+    def routable(self) -> bool:
+        """Whether its model calls can run each row under its own adapter (`_routed_next`)."""
+        return _supported(self)
+
     def _adapted(self) -> bool:
         """Whether a request in the generator uses an adapter."""
-        if self._adapters is None or not _supported(self):
+        if self._adapters is None or not self.routable:
             return False
         queued = (sequence[0] for sequence in self._unprocessed_sequences)
         uids = (*self._generation_batch.uids, *self._prompt_batch.uids, *queued)

@@ -209,6 +209,11 @@ class SoloTextEngine:
     def active_ids(self) -> list[str]:
         return list(self._active)
 
+    def _collect_adapters(self) -> None:
+        """Frees unloaded adapters no running request holds (worker/text/adapters/)."""
+        if self.adapters is not None:
+            self.adapters.collect(self.adapter_slots())
+
     def adapter_slots(self) -> list[int]:
         """The adapter slots the running requests hold."""
         return [generation.request.adapter for generation in self._active.values()]
@@ -266,16 +271,17 @@ class SoloTextEngine:
             if delta.finish_reason is not None:
                 self._remove(request_id)
             deltas.append(delta)
-        if self.adapters is not None and self.adapters.pending:
-            self.adapters.collect(self.adapter_slots())
+        self._collect_adapters()
         return deltas
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
-        return [
+        ended = [
             self._remove(request_id).end(FinishReason.ABORT)
             for request_id in request_ids
             if request_id in self._active
         ]
+        self._collect_adapters()
+        return ended
 
     def _remove(self, request_id: str, keep: bool = True) -> TextRequest:
         """Drops a request; stores its cache when it got past its prefill and `keep`."""

@@ -19,7 +19,7 @@ from gateway.http.model_routing import engine_of
 from gateway.schema import field as s
 from gateway.schema.request import RequestSchema
 from gateway.workers.errors import WorkerRejected
-from gateway.workers.lora_adapters import adapter_problem
+from gateway.workers.lora_adapters import adapter_problem, not_an_adapter
 from gateway.workers.protocol import EngineClient
 
 LOAD = RequestSchema(
@@ -51,17 +51,20 @@ async def load_lora_adapter(request: Request) -> PlainTextResponse:
     root = request.app.state.config.model_root
     problem = adapter_problem(name, path)
     if problem is None and root is not None and not under_root(path, root):
-        problem = f"{path[:500]!r} is not an mlx-lm LoRA adapter directory (no adapter_config.json)"
+        problem = "lora_path", not_an_adapter(path)  # the same words: paths stay unprobed
     if problem is not None:
-        raise invalid("lora_path" if "directory" in problem else "lora_name", problem)
+        raise invalid(*problem)
     loaded = name in _adapters(engine)
     if loaded and not body.get("load_inplace"):
         raise invalid("lora_name", f"The lora adapter '{name}' has already been loaded.")
     if not loaded and any(m.answers_to(name) or name in m.aliases for m in models_of(request)):
         raise invalid("lora_name", f"`{name}` already names a served model")
-    if loaded:
-        await _change(engine, name, None, "lora_name")
-    await _change(engine, name, os.path.realpath(path), "lora_path")
+    try:  # in place: in one step, the old adapter serving on if the new one cannot
+        await engine.change_adapter(name, os.path.realpath(path), replace=loaded)
+    except WorkerRejected as exc:
+        raise invalid(
+            "lora_path", f"The LoRA adapter '{name}' could not be loaded: {exc}"
+        ) from None
     return PlainTextResponse(f"Success: LoRA adapter '{name}' added successfully.")
 
 
@@ -70,14 +73,15 @@ async def unload_lora_adapter(request: Request) -> PlainTextResponse:
     UNLOAD.check(body)
     name = body["lora_name"]
     engine = _adapting_engine(request)
-    if name not in _adapters(engine):
+    try:  # the worker's list is the one that counts
+        await engine.change_adapter(name, None)
+    except WorkerRejected:
         raise APIError(
             404,
             f"The lora adapter '{name}' cannot be found.",
             param="lora_name",
             code="model_not_found",
-        )
-    await _change(engine, name, None, "lora_name")
+        ) from None
     return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
 
 
@@ -100,10 +104,3 @@ def _adapters(engine: EngineClient) -> set[str]:
     ready = engine.ready_info
     text = ready.text if ready is not None else None
     return {a.name for a in (text.adapters or [])} if text is not None else set()
-
-
-async def _change(engine: EngineClient, name: str, path: str | None, param: str) -> None:
-    try:
-        await engine.change_adapter(name, path)
-    except WorkerRejected as exc:
-        raise invalid(param, f"The LoRA adapter '{name}' could not be changed: {exc}") from None

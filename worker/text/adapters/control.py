@@ -26,9 +26,10 @@ def change_adapter(engines: Sequence[Any], change: AdapterChange, grouped: bool)
     adapters = engine.adapters
     try:
         if change.path is not None:
-            adapters.load(change.name, change.path)
+            adapters.load(change.name, change.path, change.replace)
         else:
-            adapters.unload(change.name, engine.adapter_slots())
+            adapters.unload(change.name)
+        adapters.collect(engine.adapter_slots())
     except AdapterError as exc:
         return ControlReply(change.call_id, False, str(exc))
     except KeyError:

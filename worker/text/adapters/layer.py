@@ -14,6 +14,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx_lm.tuner.lora import LoRALinear
 
 
 class Routing:
@@ -21,18 +22,31 @@ class Routing:
 
     def __init__(self) -> None:
         self.uniform: int | None = 0  # the one slot of every row, None when they differ
-        self.masks: dict[int, mx.array] = {}  # slot -> (rows, 1, 1) bool, when they differ
+        self.rows = 0
+        self._slots: mx.array | None = None  # (rows,) when they differ
+        self.adapted: set[int] = set()  # the adapter slots of the rows, when they differ
 
-    def set(self, slots: list[int]) -> None:
+    def use(self, slots: list[int]) -> None:
         if len(set(slots)) <= 1:
-            self.uniform, self.masks = (slots[0] if slots else 0), {}
+            self.reset()
+            self.uniform = slots[0] if slots else 0
             return
-        rows = mx.array(slots)[:, None, None]
-        self.uniform = None
-        self.masks = {slot: rows == slot for slot in set(slots) if slot}
+        self.uniform, self.rows, self._slots = None, len(slots), mx.array(slots)
+        self.adapted = set(slots) - {0}
 
     def reset(self) -> None:
-        self.uniform, self.masks = 0, {}
+        self.uniform, self._slots, self.adapted = 0, None, set()
+
+    def mask(self, slot: int, x: mx.array) -> mx.array:
+        """Where `slot`'s rows are, broadcastable over `x`'s output: rows lead x's shape
+        (a layer that flattens its rows first cannot tell them apart: an error)."""
+        assert self._slots is not None
+        if x.ndim < 2 or x.shape[0] != self.rows:
+            raise ValueError(
+                f"a layer got input of shape {tuple(x.shape)} for {self.rows} rows of "
+                "different adapters: its rows cannot be told apart"
+            )
+        return (self._slots == slot).reshape((self.rows,) + (1,) * (x.ndim - 1))
 
 
 class AdaptedLinear(nn.Module):
@@ -63,13 +77,22 @@ class AdaptedLinear(nn.Module):
             a, b, scale = found
             z = (x @ a) @ b
             return y + (scale * z).astype(x.dtype)
-        for slot, mask in routing.masks.items():
+        for slot in routing.adapted:
             found = adapters.get(slot)
             if found is not None:
                 a, b, scale = found
                 z = (x @ a) @ b
-                y = y + mx.where(mask, (scale * z).astype(x.dtype), 0)
+                y = y + mx.where(routing.mask(slot, x), (scale * z).astype(x.dtype), 0)
         return y
+
+    def __getattr__(self, key: str) -> Any:
+        """The wrapped layer's attributes (`weight`, `bits`, ...), which model code may read."""
+        try:
+            return super().__getattr__(key)
+        except AttributeError:
+            if "linear" not in self:  # being built
+                raise
+            return getattr(self["linear"], key)
 
 
 class _Slots:
@@ -81,7 +104,7 @@ class _Slots:
 
 def dimensions(linear: Any) -> tuple[int, int] | None:
     """(input, output) features of a linear layer an adapter may adapt, else None."""
-    if isinstance(linear, AdaptedLinear):
+    if isinstance(linear, (AdaptedLinear, LoRALinear)):  # LoRALinear: --adapter-path's
         linear = linear.linear
     if isinstance(linear, nn.QuantizedLinear):
         out, packed = linear.weight.shape

@@ -55,11 +55,14 @@ class Adapters:
         """Whether unloaded adapters still wait for their requests to end."""
         return bool(self._unloaded)
 
-    def load(self, name: str, path: str) -> None:
-        """Loads the adapter at `path` as `name`; AdapterError (nothing changed) when it cannot."""
-        if name in self._slots:
+    def load(self, name: str, path: str, replace: bool = False) -> None:
+        """Loads the adapter at `path` as `name`; AdapterError (nothing changed) when it cannot.
+        `replace`: a loaded adapter of that name gives way to it in one step (its requests
+        running finish under the old one)."""
+        previous = self._slots.get(name)
+        if previous is not None and not replace:
             raise AdapterError(f"an adapter named {name!r} is loaded already; unload it first")
-        if len(self._slots) >= self.max_loras:
+        if previous is None and len(self._slots) >= self.max_loras:
             raise AdapterError(
                 f"{len(self._slots)} adapters are loaded, the most this server holds "
                 "(--max-loras); unload one first"
@@ -72,21 +75,38 @@ class Adapters:
         for module, (a, b) in files.layers.items():
             layer = self._layers.get(module) or self._wrap(module, targets[module])
             layer.add(slot, a, b, files.scale)
-        self._slots[name] = slot
         self._paths[slot] = files.path
+        try:
+            self._probe(slot)
+        except Exception as exc:
+            self._unloaded.add(slot)
+            self.collect(())
+            raise AdapterError(
+                f"the adapter {path!r} cannot be served per request on this model: {exc}"
+            ) from None
+        self._slots[name] = slot
+        if previous is not None:
+            self._unloaded.add(previous)  # freed by `collect` once its requests end
         log.info("loaded the LoRA adapter %s from %s (%d layers)", name, path, len(files.layers))
 
-    def unload(self, name: str, in_use: Iterable[int] = ()) -> None:
-        """Takes `name` away; its weights go once no request in `in_use` holds its slot."""
+    def _probe(self, slot: int) -> None:
+        """One tiny call with a row under the adapter beside a base row: every adapted layer
+        must tell the rows apart (a layer that flattens its rows first cannot)."""
+        with self.selecting([slot, BASE]):
+            mx.eval(self._model(mx.zeros((2, 2), dtype=mx.int32)))
+
+    def unload(self, name: str) -> None:
+        """Takes `name` away; its weights go at a `collect` once no request holds its slot."""
         slot = self._slots.pop(name, None)
         if slot is None:
             raise KeyError(name)
         self._unloaded.add(slot)
-        self.collect(in_use)
         log.info("unloaded the LoRA adapter %s", name)
 
     def collect(self, in_use: Iterable[int]) -> None:
         """Frees the weights of unloaded adapters no request in `in_use` holds any more."""
+        if not self._unloaded:
+            return
         held = set(in_use)
         for slot in [s for s in self._unloaded if s not in held]:
             for layer in self._layers.values():
@@ -97,7 +117,7 @@ class Adapters:
     @contextlib.contextmanager
     def selecting(self, slots: list[int]) -> Iterator[None]:
         """Model calls built inside use `slots[i]`'s adapter for row i."""
-        self.routing.set(slots)
+        self.routing.use(slots)
         try:
             yield
         finally:

@@ -13,6 +13,7 @@ import threading
 import time
 from functools import cache
 
+import anthropic
 import httpx
 import mlx.core as mx
 import pytest
@@ -252,3 +253,21 @@ def test_a_startup_adapter_the_worker_cannot_load_is_said_and_left_out(
     )
     assert "wide" not in cards(server)
     assert "the LoRA adapter wide" in server.log() and "is not served" in server.log()
+
+
+def test_the_responses_and_messages_apis_run_under_the_adapter_they_name(
+    server, qwen3_path, adapters
+):
+    want = expected(qwen3_path, adapters["sql"], 16)
+    response = openai_client(server).responses.create(
+        model="sql", input=MESSAGES[0]["content"], max_output_tokens=16, temperature=0
+    )
+    assert (response.output_text, response.model) == (want, "sql")
+    claude = anthropic.Anthropic(base_url=server.url, api_key=server.api_key, max_retries=0)
+    message = claude.messages.create(
+        model="sql",
+        messages=MESSAGES,
+        max_tokens=16,
+        extra_body={"temperature": 0.0},  # anthropic 2.x takes sampling fields in the body
+    )
+    assert (message.content[0].text, message.model) == (want, "sql")

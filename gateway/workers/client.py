@@ -120,6 +120,7 @@ class WorkerEngineClient:
         self._requests = OpenRequests(self._admission, self._send_abort)
         self._observer = self._requests.observer  # see observe()
         self._swap_lock = asyncio.Lock()
+        self._swaps_begun = 0  # an adapter call that waited through one is refused
         self._swaps: set[asyncio.Task[dict[str, Any]]] = set()
         self._handlers: dict[type, Callable[[Any], None]] = {
             Step: self._requests.on_step,
@@ -379,7 +380,12 @@ class WorkerEngineClient:
         during a swap (the adapters belong to the model being replaced)."""
         method = ControlMethod.LOAD_ADAPTER if path else ControlMethod.UNLOAD_ADAPTER
         args = AdapterArgs(name, path, replace)
+        swaps = self._swaps_begun
+        if self.state == "swapping":
+            raise EngineUnavailable("the served model is being swapped", RETRY_AFTER)
         async with self._swap_lock:
+            if self._swaps_begun != swaps:  # the model it was meant for is gone
+                raise EngineUnavailable("the served model was swapped meanwhile", RETRY_AFTER)
             reply = await self._worker_call(method, ADAPTER_TIMEOUT, adapter=args)
         adapters = reply.adapters or []
         ready = self.ready_info
@@ -445,6 +451,7 @@ class WorkerEngineClient:
                     abort=True,
                 )
                 log.warning("model swap: aborted %d requests after the drain timeout", aborted)
+            self._swaps_begun += 1
             # The adapters were trained on the model being replaced: a swap drops them (also
             # one that fails and brings the previous model back).
             self._set_lora_modules(())

@@ -290,7 +290,45 @@ class _Flattening(nn.Module):
         return self.gate(h.reshape(-1, 8))
 
 
+def _gate_adapter(tmp_path) -> str:
+    """An adapter of the toy models' `gate` layer."""
+    adapter = tmp_path / "gate"
+    adapter.mkdir(exist_ok=True)
+    config = {"fine_tune_type": "lora", "num_layers": 1, "lora_parameters": {"rank": 2, "scale": 1}}
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    weights = {"gate.lora_a": mx.ones((8, 2)), "gate.lora_b": mx.ones((2, 4))}
+    mx.save_safetensors(str(adapter / "adapters.safetensors"), weights)
+    return str(adapter)
+
+
 def test_an_adapter_on_a_layer_that_flattens_its_rows_is_refused(tmp_path):
+    adapters = Adapters(_Flattening())
+    with pytest.raises(AdapterError, match="cannot be served per request"):
+        adapters.load("gate", _gate_adapter(tmp_path))
+    assert adapters.loaded() == [] and not adapters.pending
+
+
+def test_a_load_refused_by_its_probe_leaves_other_adapters_weights(tmp_path):
+    adapter = _gate_adapter(tmp_path)
+    adapters = Adapters(_Flattening(), mixes_rows=False)
+    adapters.load("x", adapter)
+    adapters.unload("x")  # a request still holds it: pending
+    layer = adapters._layers["gate"]
+    adapters.mixes_rows = True
+    with pytest.raises(AdapterError, match="cannot be served per request"):
+        adapters.load("y", adapter)
+    assert adapters.pending and list(layer._adapters.by_slot) == [1]
+
+
+class _Transposing(_Flattening):
+    """A model whose `gate` sees its tokens before its rows."""
+
+    def __call__(self, tokens: mx.array, cache=None) -> mx.array:
+        return self.gate(self.embed(tokens).transpose(1, 0, 2)).transpose(1, 0, 2)
+
+
+@pytest.mark.parametrize("model", [_Flattening, _Transposing])
+def test_the_batch_1_engine_takes_what_a_mixed_batch_refuses(tmp_path, model):
     adapter = tmp_path / "gate"
     adapter.mkdir()
     config = {
@@ -301,7 +339,8 @@ def test_an_adapter_on_a_layer_that_flattens_its_rows_is_refused(tmp_path):
     (adapter / "adapter_config.json").write_text(json.dumps(config))
     weights = {"gate.lora_a": mx.ones((8, 2)), "gate.lora_b": mx.ones((2, 4))}
     mx.save_safetensors(str(adapter / "adapters.safetensors"), weights)
-    adapters = Adapters(_Flattening())
     with pytest.raises(AdapterError, match="cannot be served per request"):
-        adapters.load("gate", str(adapter))
-    assert adapters.loaded() == [] and not adapters.pending
+        Adapters(model()).load("gate", str(adapter))
+    alone = Adapters(model(), mixes_rows=False)
+    alone.load("gate", str(adapter))
+    assert [name for name, _ in alone.loaded()] == ["gate"]

@@ -139,6 +139,7 @@ class TextEngineSetup:
 def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngineSetup:
     """Loads the checkpoint (raises on any failure) and builds the text engine for `args`;
     `sharder` (worker/distributed/sharding.py) splits it across a distributed group."""
+    from worker.text.adapters.registry import Adapters
     from worker.text.batch_engine import BatchTextEngine
     from worker.text.chat_template import replace_chat_template
     from worker.text.model import load_text_model
@@ -156,7 +157,7 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     if getattr(args, "chat_template", None) is not None:
         replace_chat_template(text_model.tokenizer, args.chat_template)
     if sharder is None:  # a distributed group's ranks would not change adapters together
-        text_model = replace(text_model, adapters=start_adapters(text_model.model, args))
+        text_model = replace(text_model, adapters=Adapters(text_model.model, args.max_loras))
     cache_bytes = args.prefix_cache_bytes
     if sharder is not None:
         cache_bytes = sharder.local_bytes(cache_bytes)
@@ -201,25 +202,26 @@ def build_text_engine(args: argparse.Namespace, sharder: Any = None) -> TextEngi
     else:
         engine = SoloTextEngine(text_model, settings, prefix)
         log.info("batch-1 generation interleaved round robin, because of %s", blocker)
+    if text_model.adapters is not None:
+        # The batch-1 engine runs one request per model call: its rows never mix adapters.
+        text_model.adapters.mixes_rows = isinstance(engine, BatchTextEngine)
+        load_startup_adapters(text_model.adapters, args.lora)
     if args.warm_prompts:
         warm(text_model, prefix, args.warm_prompts, settings)
     return TextEngineSetup(engine, text_model.model, text_model.tokenizer, prefix)
 
 
-def start_adapters(model: Any, args: argparse.Namespace) -> Any:
-    """The model's adapter registry with the --lora adapters loaded; one that cannot load is
-    logged and left out (a worker restarted by the gateway must come up without it)."""
+def load_startup_adapters(adapters: Any, entries: list[str]) -> None:
+    """Loads the --lora adapters (NAME=PATH); one that cannot load is logged and left out (a
+    worker restarted by the gateway must come up without it)."""
     from worker.text.adapters.files import AdapterError
-    from worker.text.adapters.registry import Adapters
 
-    adapters = Adapters(model, args.max_loras)
-    for entry in args.lora:
+    for entry in entries:
         name, _, path = entry.partition("=")
         try:
             adapters.load(name, path)
         except AdapterError as exc:
             log.error("the LoRA adapter %s is not served: %s", name, exc)
-    return adapters
 
 
 def speculation_for(

@@ -119,7 +119,7 @@ class BatchTextEngine:
 
     def _collect_adapters(self) -> None:
         """Frees unloaded adapters no running request holds (worker/text/adapters/)."""
-        if self.adapters is not None:
+        if self.adapters is not None and self.adapters.pending:
             self.adapters.collect(self.adapter_slots())
 
     def adapter_slots(self) -> list[int]:

@@ -60,7 +60,8 @@ async def load_lora_adapter(request: Request) -> PlainTextResponse:
     if not loaded and any(m.answers_to(name) or name in m.aliases for m in models_of(request)):
         raise invalid("lora_name", f"`{name}` already names a served model")
     try:  # in place: in one step, the old adapter serving on if the new one cannot
-        await engine.change_adapter(name, os.path.realpath(path), replace=loaded)
+        replace = bool(body.get("load_inplace"))  # the worker's list decides what it replaces
+        await engine.change_adapter(name, os.path.realpath(path), replace=replace)
     except WorkerRejected as exc:
         raise invalid(
             "lora_path", f"The LoRA adapter '{name}' could not be loaded: {exc}"
@@ -75,7 +76,9 @@ async def unload_lora_adapter(request: Request) -> PlainTextResponse:
     engine = _adapting_engine(request)
     try:  # the worker's list is the one that counts
         await engine.change_adapter(name, None)
-    except WorkerRejected:
+    except WorkerRejected as exc:
+        if "is loaded" not in str(exc):  # e.g. a model that takes none
+            raise invalid("lora_name", f"The LoRA adapter '{name}': {exc}") from None
         raise APIError(
             404,
             f"The lora adapter '{name}' cannot be found.",

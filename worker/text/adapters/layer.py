@@ -86,13 +86,17 @@ class AdaptedLinear(nn.Module):
         return y
 
     def __getattr__(self, key: str) -> Any:
-        """The wrapped layer's attributes (`weight`, `bits`, ...), which model code may read."""
+        """The wrapped layer's data (`weight`, `bits`, ...), which model code may read; not
+        its methods (`to_quantized`, `fuse`: a rewrite must not take the wrapper for it)."""
         try:
             return super().__getattr__(key)
         except AttributeError:
-            if "linear" not in self:  # being built
+            if key not in _FORWARDED or "linear" not in self:
                 raise
             return getattr(self["linear"], key)
+
+
+_FORWARDED = frozenset({"weight", "bias", "scales", "biases", "bits", "group_size", "mode"})
 
 
 class _Slots:

@@ -33,9 +33,12 @@ BASE = 0  # the slot of a request without an adapter
 class Adapters:
     """Adapters served on `model`, at most `max_loras` at once."""
 
-    def __init__(self, model: nn.Module, max_loras: int = 8) -> None:
+    def __init__(self, model: nn.Module, max_loras: int = 8, mixes_rows: bool = True) -> None:
         self._model = model
         self.max_loras = max_loras
+        # Whether a model call may hold rows of different adapters (the batch engine); then a
+        # new adapter is probed for layers that cannot keep its rows apart.
+        self.mixes_rows = mixes_rows
         self.routing = Routing()
         self._slots: dict[str, int] = {}  # name -> slot of the loaded adapters
         self._paths: dict[int, str] = {}
@@ -77,10 +80,12 @@ class Adapters:
             layer.add(slot, a, b, files.scale)
         self._paths[slot] = files.path
         try:
-            self._probe(slot)
+            if self.mixes_rows:
+                self._probe(slot)
         except Exception as exc:
-            self._unloaded.add(slot)
-            self.collect(())
+            for layer in self._layers.values():  # only the new slot: others may be in use
+                layer.drop(slot)
+            self._paths.pop(slot, None)
             raise AdapterError(
                 f"the adapter {path!r} cannot be served per request on this model: {exc}"
             ) from None
@@ -90,10 +95,19 @@ class Adapters:
         log.info("loaded the LoRA adapter %s from %s (%d layers)", name, path, len(files.layers))
 
     def _probe(self, slot: int) -> None:
-        """One tiny call with a row under the adapter beside a base row: every adapted layer
-        must tell the rows apart (a layer that flattens its rows first cannot)."""
+        """One tiny call with a row under the adapter beside a base row must equal each row
+        run alone: every adapted layer must keep the rows apart (a layer that flattens or
+        transposes its rows first cannot)."""
+        tokens = mx.array([[1, 2, 3], [4, 5, 6]])
         with self.selecting([slot, BASE]):
-            mx.eval(self._model(mx.zeros((2, 2), dtype=mx.int32)))
+            mixed = self._model(tokens)
+        with self.selecting([slot]):
+            alone = self._model(tokens[:1])
+        with self.selecting([BASE]):
+            base = self._model(tokens[1:])
+        apart = mx.concatenate([alone, base]).astype(mx.float32)
+        if not mx.allclose(mixed.astype(mx.float32), apart, rtol=1e-3, atol=1e-3).item():
+            raise ValueError("a row's output changes with the other rows' adapters")
 
     def unload(self, name: str) -> None:
         """Takes `name` away; its weights go at a `collect` once no request holds its slot."""

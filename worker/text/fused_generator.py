@@ -118,7 +118,7 @@ class FusedBatchGenerator(BatchGenerator):
 
     def _adapted(self) -> bool:
         """Whether a request in the generator uses an adapter."""
-        if self._adapters is None or not self.routable:
+        if self._adapters is None or not self._adapters.weighted or not self.routable:
             return False
         queued = (sequence[0] for sequence in self._unprocessed_sequences)
         uids = (*self._generation_batch.uids, *self._prompt_batch.uids, *queued)
@@ -136,7 +136,7 @@ class FusedBatchGenerator(BatchGenerator):
 
     def _rows(self, uids: list[int]) -> AbstractContextManager[None]:
         """Model calls built inside run row i under the adapter of request `uids[i]`."""
-        if self._adapters is None:
+        if self._adapters is None or not self._adapters.weighted:
             return contextlib.nullcontext()
         return self._adapters.selecting([self._slot_of(uid) for uid in uids])
 

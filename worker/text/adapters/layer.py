@@ -25,6 +25,7 @@ class Routing:
         self.rows = 0
         self._slots: mx.array | None = None  # (rows,) when they differ
         self.adapted: set[int] = set()  # the adapter slots of the rows, when they differ
+        self._masks: dict[tuple[int, int], mx.array] = {}  # (slot, ndim): one per call
 
     def use(self, slots: list[int]) -> None:
         if len(set(slots)) <= 1:
@@ -32,10 +33,10 @@ class Routing:
             self.uniform = slots[0] if slots else 0
             return
         self.uniform, self.rows, self._slots = None, len(slots), mx.array(slots)
-        self.adapted = set(slots) - {0}
+        self.adapted, self._masks = set(slots) - {0}, {}
 
     def reset(self) -> None:
-        self.uniform, self._slots, self.adapted = 0, None, set()
+        self.uniform, self._slots, self.adapted, self._masks = 0, None, set(), {}
 
     def mask(self, slot: int, x: mx.array) -> mx.array:
         """Where `slot`'s rows are, broadcastable over `x`'s output: rows lead x's shape
@@ -46,7 +47,11 @@ class Routing:
                 f"a layer got input of shape {tuple(x.shape)} for {self.rows} rows of "
                 "different adapters: its rows cannot be told apart"
             )
-        return (self._slots == slot).reshape((self.rows,) + (1,) * (x.ndim - 1))
+        key = (slot, x.ndim)  # the same for every layer of the call: built once
+        if key not in self._masks:
+            shape = (self.rows,) + (1,) * (x.ndim - 1)
+            self._masks[key] = (self._slots == slot).reshape(shape)
+        return self._masks[key]
 
 
 class AdaptedLinear(nn.Module):

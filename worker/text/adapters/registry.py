@@ -54,6 +54,12 @@ class Adapters:
         return self._slots.get(name)
 
     @property
+    def weighted(self) -> bool:
+        """Whether any adapter's weights are in the layers (loaded, or unloaded and still held):
+        without, no model call needs its rows' adapters."""
+        return bool(self._paths)
+
+    @property
     def pending(self) -> bool:
         """Whether unloaded adapters still wait for their requests to end."""
         return bool(self._unloaded)

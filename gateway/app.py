@@ -19,6 +19,7 @@ from gateway.api.admin import routes as admin
 from gateway.api.anthropic_messages import routes as anthropic_messages
 from gateway.api.chat_completions import routes as chat_completions
 from gateway.api.embeddings import routes as embeddings
+from gateway.api.images import routes as images
 from gateway.api.realtime import routes as realtime
 from gateway.api.realtime.wire import WS_MAX_SIZE
 from gateway.api.responses import routes as responses
@@ -52,6 +53,7 @@ ROUTES = [
     *realtime.ROUTES,
     *transcriptions.ROUTES,
     *embeddings.ROUTES,
+    *images.ROUTES,
     *tokenize.ROUTES,
 ]
 

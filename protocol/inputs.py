@@ -25,6 +25,7 @@ class Op(WireEnum):
     TRANSCRIBE = "transcribe"  # audio -> text (or translated text)
     EMBED = "embed"  # texts / token ids -> vectors
     SCORE = "score"  # (query, document) pairs -> relevance scores (rerank, score)
+    IMAGE = "image"  # a prompt (and a picture to edit) -> pictures
 
 
 class JsonObject(WireStruct, tag="json_object"):
@@ -181,6 +182,33 @@ class ScoreInputs(WireStruct, tag=Op.SCORE.value):
     truncate: int | None = None
 
 
+class ImageInputs(WireStruct, tag=Op.IMAGE.value):
+    """Pictures from a prompt, or `image` edited as the prompt says (mlx-vlm's image generation).
+
+    Picture i of `n` is generated with seed `seed + i`, exactly as one direct call with that
+    seed makes it. `steps` / `guidance` None: the model's defaults (ImageInfo). With
+    `partial_images` k > 0, k previews of each picture come while it denoises (the latents
+    decoded after evenly spaced steps), before the picture itself.
+    """
+
+    op: ClassVar[Op] = Op.IMAGE
+    prompt: str
+    width: int
+    height: int
+    n: int = 1
+    steps: int | None = None
+    guidance: float | None = None
+    seed: int | None = None  # None: the worker draws one (ImageOut.seed says which)
+    image: bytes | None = None  # an edit: the picture's file (PNG, JPEG, WebP)
+    partial_images: int = 0
+
+
 Inputs = Union[  # noqa: UP007
-    ChatInputs, CompleteInputs, SpeechInputs, TranscribeInputs, EmbedInputs, ScoreInputs
+    ChatInputs,
+    CompleteInputs,
+    SpeechInputs,
+    TranscribeInputs,
+    EmbedInputs,
+    ScoreInputs,
+    ImageInputs,
 ]

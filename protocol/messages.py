@@ -27,6 +27,7 @@ from protocol.ready import (
     Adapter,
     Capability,
     EmbeddingInfo,
+    ImageInfo,
     ScoreInfo,
     SpeechInfo,
     TextInfo,
@@ -34,7 +35,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 16
+PROTOCOL_VERSION = 17
 
 
 class Tag(IntEnum):
@@ -162,6 +163,7 @@ class Ready(WireStruct, tag=int(Tag.READY)):
     transcription: TranscriptionInfo | None = None  # the speech-recognition model
     embedding: EmbeddingInfo | None = None  # the embedding model, when there is one
     score: ScoreInfo | None = None  # the model that scores pairs (rerank, score)
+    image: ImageInfo | None = None  # the image-generation model, when there is one
 
 
 class Usage(WireStruct):
@@ -204,6 +206,17 @@ class TokenLogprob(WireStruct):
     top: list[list[Any]] = []  # [[token_id, token, logprob], ...]
 
 
+class ImageOut(WireStruct):
+    """One picture of an image request (or a preview of it): RGB, 8 bits, rows top first."""
+
+    index: int  # which of the request's n pictures
+    width: int
+    height: int
+    pixels: bytes  # width * height * 3 bytes
+    seed: int  # the seed it was generated with
+    partial: int | None = None  # a preview: its number (0, 1, ...); None: the picture
+
+
 class ErrorInfo(WireStruct):
     code: ErrorCode
     message: str
@@ -232,6 +245,7 @@ class Delta(WireStruct):
     # (on the terminal delta; OpenAI's base64 encoding is these bytes).
     embeddings: list[bytes] = []
     scores: list[float] = []  # relevance scores, one per document in order (terminal delta)
+    images: list[ImageOut] = []  # pictures and previews, as each is done
 
 
 class Step(WireStruct, tag=int(Tag.STEP)):
@@ -263,6 +277,8 @@ class WorkerCounters(WireStruct):
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
+    image_steps: int = 0  # denoising steps run (image generation)
+    image_step_seconds: float = 0.0  # the time they took
 
 
 class Tokenized(WireStruct):

@@ -21,6 +21,8 @@ class Capability(WireEnum):
     EMBED = "embed"  # texts -> vectors
     RERANK = "rerank"  # a query against documents, sorted by relevance (/v1/rerank)
     SCORE = "score"  # relevance scores of text pairs (/v1/score)
+    IMAGE_OUT = "image_out"  # a prompt -> pictures (/v1/images/generations)
+    IMAGE_EDIT = "image_edit"  # a picture + a prompt -> pictures (/v1/images/edits)
 
 
 class Adapter(WireStruct):
@@ -101,3 +103,20 @@ class ScoreInfo(WireStruct):
     max_input_tokens: int  # tokens of one pair (the embedding fallback: of one text)
     max_documents: int  # documents of one request
     max_total_tokens: int  # tokens of one request, all pairs together
+
+
+class ImageInfo(WireStruct):
+    """The image-generation model (mlx-vlm) and the sizes and steps it takes, which the
+    gateway checks before the worker sees a request."""
+
+    model_path: str
+    family: str  # mlx-vlm's model type, e.g. "z_image", "moss_image"
+    default_steps: int
+    default_guidance: float
+    min_steps: int
+    max_steps: int
+    min_side: int  # pixels, width and height alike
+    max_side: int
+    side_multiple: int  # width and height are multiples of it
+    edit: bool  # takes a picture to edit (/v1/images/edits)
+    previews: bool  # can show partial images while it denoises

@@ -29,6 +29,8 @@ SERVED: dict[str, tuple[str, ...]] = {
     "/audio/transcriptions": ("post",),
     "/audio/translations": ("post",),
     "/embeddings": ("post",),
+    "/images/generations": ("post",),
+    "/images/edits": ("post",),
     "/models": ("get",),
     "/models/{model}": ("get",),
 }

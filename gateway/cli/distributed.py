@@ -18,6 +18,7 @@ REFUSED = {
     "transcription_model": "--transcription-model",
     "embedding_model": "--embedding-model",
     "rerank_model": "--rerank-model",
+    "image_model": "--image-model",
     "draft_model": "--draft-model",
     "adapter_path": "--adapter-path",
     "lora_modules": "--lora-modules",

@@ -22,6 +22,7 @@ from gateway.cli.bench.options import bench_options
 from gateway.cli.convert import convert_command
 from gateway.cli.distributed import distributed_config, distributed_options
 from gateway.cli.embeddings import embedding_config, embedding_options
+from gateway.cli.images import image_config, image_options
 from gateway.cli.listening import (
     address,
     allowed_origins,
@@ -215,6 +216,7 @@ def main() -> None:
 @listening_options
 @alias_options
 @embedding_options
+@image_options
 @media_options
 @lora_options
 @generation_options
@@ -279,6 +281,7 @@ def serve(model: str | None, **options: Any) -> None:
         **distributed,
         **alias_config(options),
         **embedding_config(options),
+        **image_config(options),
         **media_config(options),
         **lora_config(options),
         **generation_config(options),
@@ -351,6 +354,7 @@ def _check_models_file_flags(model: str | None, options: dict[str, Any]) -> None
         "transcription_model",
         "embedding_model",
         "rerank_model",
+        "image_model",
         "draft_model",
         "lora_modules",
     ):

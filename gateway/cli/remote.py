@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from gateway.cli.embeddings import embedding_config, embedding_options
+from gateway.cli.images import image_config, image_options
 from gateway.cli.model_source import resolve
 from gateway.cli.serve_options import DEFAULTS, LOG_LEVELS, generation_config, generation_options
 from gateway.config import ServerConfig
@@ -65,6 +66,7 @@ from protocol.log_format import LOG_FORMATS
     "--log-format", default=DEFAULTS.log_format, type=click.Choice(LOG_FORMATS), show_default=True
 )
 @embedding_options
+@image_options
 @generation_options
 def worker_command(model: str, **options: Any) -> None:
     """Serve MODEL to a gateway on another host: a supervised worker behind tcp://HOST:PORT.
@@ -100,6 +102,7 @@ def worker_command(model: str, **options: Any) -> None:
         backend=options["backend"],
         adapter_path=options["adapter"],
         **embedding_config(options),
+        **image_config(options),
         **generation_config(options),
     )
     argv = [*python_module("worker.host"), "--listen", listen]

@@ -15,6 +15,7 @@ from gateway.http.errors import APIError
 from gateway.workers.served_models import (
     CHAT,
     EMBEDDING,
+    IMAGE,
     RERANK,
     SPEECH,
     TRANSCRIPTION,
@@ -31,6 +32,7 @@ WHAT = {
     TRANSCRIPTION: "transcribe audio",
     EMBEDDING: "make embeddings",
     RERANK: "rerank or score",
+    IMAGE: "make images",
 }
 ADD_ONE = {
     CHAT: "this server serves no chat model",
@@ -39,6 +41,7 @@ ADD_ONE = {
     EMBEDDING: "serve an embedding model, or add one with `--embedding-model EMBEDDER`",
     RERANK: "serve a reranker or an embedding model, or add one with `--rerank-model "
     "RERANKER` or `--embedding-model EMBEDDER`",
+    IMAGE: "serve an image-generation model, or add one with `--image-model IMAGE_MODEL`",
 }
 
 

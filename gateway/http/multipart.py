@@ -9,6 +9,7 @@ audio, it hands the bytes to the worker.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -113,3 +114,30 @@ async def read_form(request: Request, limit: int) -> Form:
     finally:
         await data.close()
     return form
+
+
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+def form_value(name: str, text: str, kind: object) -> object:
+    """A text part read as the JSON type its field's schema names (`kind`: "number",
+    "integer", "boolean", else the text itself); a 400 naming the field when it is not one."""
+    if kind == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise invalid(name, f"`{name}` must be a number") from None
+        if not math.isfinite(value):
+            raise invalid(name, f"`{name}` must be a finite number")
+        return value
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise invalid(name, f"`{name}` must be an integer") from None
+    if kind == "boolean":
+        folded = text.strip().lower()
+        if folded in _TRUE + _FALSE:
+            return folded in _TRUE
+        raise invalid(name, f"`{name}` must be true or false")
+    return text

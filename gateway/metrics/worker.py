@@ -1,7 +1,7 @@
 """What /metrics reads at scrape time: the engine's state and queue, and the worker's counters.
 
 The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent and
-audio transcribed itself (worker/runtime/stats.py) and reports totals since it started in its
+audio transcribed and image denoising steps itself (worker/runtime/stats.py) and reports totals since it started in its
 `stats` control reply. A restart or a swap starts a new worker from zero, so `WorkerTotals`
 keeps exported counters monotonic: when a snapshot comes from another worker (another pid, or a
 counter went down), the last totals seen from the previous one are carried over and added from
@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gateway.metrics.names import ModelNames
-from gateway.workers.served_models import CHAT, SPEECH, TRANSCRIPTION
+from gateway.workers.served_models import CHAT, IMAGE, SPEECH, TRANSCRIPTION
 
 STATES = ("starting", "ready", "restarting", "swapping", "failed", "stopped")
 
@@ -79,6 +79,18 @@ WORKER_COUNTERS = (
         "vomlx:transcribed_audio_seconds",
         "Seconds of audio in transcriptions and translations that completed.",
         TRANSCRIPTION,
+    ),
+    (
+        "image_steps",
+        "vomlx:image_denoising_steps",
+        "Denoising steps of image generation run (/v1/images); per second: its rate.",
+        IMAGE,
+    ),
+    (
+        "image_step_seconds",
+        "vomlx:image_denoising_seconds",
+        "Seconds those denoising steps took (steps per second: the two rates' ratio).",
+        IMAGE,
     ),
 )
 

@@ -19,6 +19,8 @@ from gateway.api.anthropic_messages import surface as anthropic
 from gateway.api.chat_completions.surface import COMPLETION
 from gateway.api.embeddings.request import EMBEDDING
 from gateway.api.embeddings.scoring import RERANK, SCORE
+from gateway.api.images.request import EDIT as IMAGE_EDIT
+from gateway.api.images.request import GENERATION as IMAGE_GENERATION
 from gateway.api.responses import surface as responses
 from gateway.api.speech.form import REF_AUDIO_FILES, VOICE
 from gateway.api.tokenize import requests as tokenize
@@ -65,6 +67,8 @@ _OPERATIONS: dict[str, tuple[str, str, dict[str, str]]] = {
     "createEmbedding": ("Embeddings", "embeddings", {JSON: "EmbeddingRequest"}),
     "rerank": ("Rerank documents against a query", "embeddings", {JSON: "RerankRequest"}),
     "score": ("Score text pairs", "embeddings", {JSON: "ScoreRequest"}),
+    "createImage": ("Pictures from a prompt", "images", {JSON: "ImageGenerationRequest"}),
+    "createImageEdit": ("A picture edited by a prompt", "images", {FORM: "ImageEditForm"}),
     "tokenize": ("Token ids of a prompt or a chat (vLLM)", "tokenizer", {JSON: "TokenizeRequest"}),
     "detokenize": ("Text of token ids (vLLM)", "tokenizer", {JSON: "DetokenizeRequest"}),
     "loadModel": ("Swap the served model", "admin", {JSON: "LoadModelRequest"}),
@@ -118,6 +122,8 @@ def request_schemas() -> dict[str, dict[str, Any]]:
         "EmbeddingRequest": EMBEDDING.json_schema(),
         "RerankRequest": RERANK.json_schema(),
         "ScoreRequest": SCORE.json_schema(),
+        "ImageGenerationRequest": IMAGE_GENERATION.json_schema(),
+        "ImageEditForm": _form(IMAGE_EDIT, ("image", "mask")),
         "TokenizeRequest": {
             "anyOf": [
                 {**tokenize.PROMPT.json_schema(), "required": ["prompt"]},

@@ -117,6 +117,11 @@ _ERRORS = {
     "says when to retry, when known.",
 }
 _SPEECH_404 = "This server has no speech model, or the `model` named is not served here."
+_IMAGE_404 = "The `model` named is not served here."
+_IMAGE_EVENTS = {
+    kind: (f"{kind}.partial_image", f"{kind}.completed", "error")
+    for kind in ("image_generation", "image_edit")
+}
 _BODY_ERRORS = {400: "", 404: MODEL_404, 413: "", 503: ""}
 
 
@@ -343,6 +348,40 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
         (("POST", "/v1/score"), ("POST", "/score")),
         ok("A relevance score per pair.", json_body("ScoreResponse")),
         _BODY_ERRORS,
+    ),
+    "createImage": (
+        (("POST", "/v1/images/generations"),),
+        ok(
+            "The pictures, once all are made; with `stream: true`, server-sent events.",
+            {
+                **json_body("ImagesResponse"),
+                **sse_body(
+                    ref("ImageGenerationStreamEvent"),
+                    "`stream: true`: image_generation.partial_image for each preview, then "
+                    "image_generation.completed for each picture; a failure after the start "
+                    "is an `error` event.",
+                    _IMAGE_EVENTS["image_generation"],
+                ),
+            },
+        ),
+        {**_BODY_ERRORS, 404: _IMAGE_404},
+    ),
+    "createImageEdit": (
+        (("POST", "/v1/images/edits"),),
+        ok(
+            "The edited pictures, once all are made; with `stream: true`, server-sent events.",
+            {
+                **json_body("ImagesResponse"),
+                **sse_body(
+                    ref("ImageEditStreamEvent"),
+                    "`stream: true`: image_edit.partial_image for each preview, then "
+                    "image_edit.completed for each picture; a failure after the start is an "
+                    "`error` event.",
+                    _IMAGE_EVENTS["image_edit"],
+                ),
+            },
+        ),
+        {**_BODY_ERRORS, 400: "+ Also: a picture that cannot be read.", 404: _IMAGE_404},
     ),
     "tokenize": (
         (("POST", "/tokenize"),),

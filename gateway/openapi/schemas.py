@@ -18,6 +18,7 @@ from gateway.api.admin import schemas as admin
 from gateway.api.anthropic_messages import schemas as anthropic
 from gateway.api.chat_completions import schemas as chat
 from gateway.api.embeddings import schemas as embeddings
+from gateway.api.images import schemas as images
 from gateway.api.responses import schemas as responses_api
 from gateway.api.responses.schemas import RESPONSE_EVENTS
 from gateway.api.speech import schemas as speech
@@ -37,6 +38,7 @@ COMPONENTS: dict[str, Schema] = {
     **speech.SCHEMAS,
     **transcriptions.SCHEMAS,
     **embeddings.SCHEMAS,
+    **images.SCHEMAS,
     **tokenize.SCHEMAS,
     **admin.ADMIN,
 }

@@ -36,6 +36,7 @@ from gateway.workers.observer import EngineObserver
 from gateway.workers.served_models import (
     CHAT,
     EMBEDDING,
+    IMAGE,
     RERANK,
     SPEECH,
     TRANSCRIPTION,
@@ -52,6 +53,7 @@ KIND_OF_SPEC = {
     "transcription": (TRANSCRIPTION,),
     "embed": (EMBEDDING, RERANK),  # an embedding model also scores by cosine
     "rerank": (RERANK,),
+    "image": (IMAGE,),
     "auto": (),  # known once loaded
 }
 EXPECTED_CAPABILITIES = {
@@ -60,6 +62,7 @@ EXPECTED_CAPABILITIES = {
     TRANSCRIPTION: ("transcribe",),
     EMBEDDING: ("embed",),
     RERANK: ("rerank", "score"),
+    IMAGE: ("image_out",),
 }
 WEIGHT_SUFFIXES = (".safetensors", ".npz", ".gguf", ".bin", ".pt", ".pth")
 RETRY_AFTER = 1.0
@@ -113,6 +116,7 @@ def entry_config(base: ServerConfig, spec: ModelSpec, path: str) -> ServerConfig
         transcription_model=None,
         embedding_model=None,
         rerank_model=None,
+        image_model=None,
         model_aliases=(),
         **spec.options,
     )

@@ -19,13 +19,29 @@ WEIGHT_SUFFIXES = (".safetensors", ".npz")
 
 def checkpoint_problem(path: str) -> str | None:
     """What keeps the directory `path` from being a checkpoint (its config.json and its
-    weights, `*.safetensors` or `*.npz`, as mlx-lm, mlx-vlm and mlx-audio save them), or None."""
+    weights, `*.safetensors` or `*.npz`, as mlx-lm, mlx-vlm and mlx-audio save them; or, an
+    image-generation pipeline, its model_index.json and components, each a folder of its own
+    config and weights, as diffusers lays them out), or None."""
     if not os.path.isdir(path):
         return f"{path} is not a directory"
+    if os.path.isfile(os.path.join(path, "model_index.json")):
+        return _pipeline_problem(path)
     if not os.path.isfile(os.path.join(path, "config.json")):
         return f"{path} has no config.json: not a model checkpoint"
     if not any(name.endswith(WEIGHT_SUFFIXES) for name in os.listdir(path)):
         return f"{path} has no weights (*.safetensors): not a complete model checkpoint"
+    return None
+
+
+def _pipeline_problem(path: str) -> str | None:
+    parts = [
+        name
+        for name in os.listdir(path)
+        if os.path.isdir(os.path.join(path, name))
+        and any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(os.path.join(path, name)))
+    ]
+    if not parts:
+        return f"{path} has a model_index.json but no component with weights (*.safetensors)"
     return None
 
 

@@ -72,6 +72,8 @@ def merge_into(last: Delta, delta: Delta) -> None:
         last.usage = delta.usage
     if delta.segments:
         last.segments.extend(delta.segments)
+    if delta.images:
+        last.images.extend(delta.images)
     if delta.language:
         last.language = delta.language
 

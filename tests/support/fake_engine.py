@@ -20,6 +20,7 @@ from protocol.messages import PROTOCOL_VERSION, Delta, ErrorInfo, Ready, Tokeniz
 from protocol.ready import (
     Capability,
     EmbeddingInfo,
+    ImageInfo,
     ScoreInfo,
     SpeechInfo,
     TextInfo,
@@ -63,10 +64,13 @@ def ready(
     transcription: TranscriptionInfo | None = None,
     embedding: EmbeddingInfo | None = None,
     score: ScoreInfo | None = None,
+    image: ImageInfo | None = None,
 ) -> Ready:
     """The Ready of a worker with these capabilities (and sections)."""
     caps = list(capabilities)
-    return Ready(PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding, score)
+    return Ready(
+        PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding, score, image
+    )
 
 
 def config(**overrides: Any) -> ServerConfig:

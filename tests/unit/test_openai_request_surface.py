@@ -12,7 +12,14 @@ from __future__ import annotations
 import pytest
 
 from protocol.messages import Delta, Segment, Usage
-from protocol.ready import Capability, EmbeddingInfo, SpeechInfo, TranscriptionInfo, Voice
+from protocol.ready import (
+    Capability,
+    EmbeddingInfo,
+    ImageInfo,
+    SpeechInfo,
+    TranscriptionInfo,
+    Voice,
+)
 from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
 from tests.support.openai_spec import request_properties
 
@@ -50,6 +57,16 @@ RECORDED = {
     },
     "CreateTranslationRequest": {"file", "model", "prompt", "response_format", "temperature"},
     "CreateEmbeddingRequest": {"dimensions", "encoding_format", "input", "model", "user"},
+    "CreateImageRequest": {
+        "background", "model", "moderation", "n", "output_compression", "output_format",
+        "partial_images", "prompt", "quality", "response_format", "size", "stream", "style",
+        "user",
+    },
+    "CreateImageEditRequest": {
+        "background", "image", "input_fidelity", "mask", "model", "n", "output_compression",
+        "output_format", "partial_images", "prompt", "quality", "response_format", "size",
+        "stream", "user",
+    },
 }  # fmt: skip
 
 HELLO = [{"role": "user", "content": "Hi"}]
@@ -59,11 +76,13 @@ JSON_OPERATIONS = {
     "CreateResponse": ("/v1/responses", {"model": "tiny", "input": "Hi"}),
     "CreateSpeechRequest": ("/v1/audio/speech", {"model": "tiny", "input": "Hi", "voice": "ryan"}),
     "CreateEmbeddingRequest": ("/v1/embeddings", {"model": "tiny", "input": "Hi"}),
+    "CreateImageRequest": ("/v1/images/generations", {"model": "tiny", "prompt": "a fox"}),
 }
 FORM_OPERATIONS = {
     "CreateTranscriptionRequest": "/v1/audio/transcriptions",
     "CreateTranslationRequest": "/v1/audio/translations",
 }
+IMAGE = ImageInfo("/models/tiny", "z_image", 9, 0.0, 2, 100, 16, 2048, 16, True, True)
 AUDIO = SpeechInfo(
     "tiny", "/models/tiny", "qwen3_tts", [Voice("ryan")], False, False, False, True, [], False,
     True, 8000,
@@ -78,11 +97,17 @@ def _engine() -> FakeEngine:
     engine = FakeEngine([accepted(), [Delta("r", text="x", audio=b"\0\0", sample_rate=8000)]])
     engine.script.append([done])
     capabilities = [
-        Capability(c) for c in ("chat", "complete", "speech", "transcribe", "translate", "embed")
-    ]
+        Capability(c)
+        for c in (
+            "chat", "complete", "speech", "transcribe", "translate", "embed", "image_out",
+            "image_edit",
+        )
+    ]  # fmt: skip
     asr = TranscriptionInfo("/models/tiny", "whisper", 16000, True)
     embed = EmbeddingInfo("/models/tiny", "mlx-embeddings", "bert", 1, "mean", True, 16, 8, 99)
-    engine.ready_info = ready(*capabilities, speech=AUDIO, transcription=asr, embedding=embed)
+    engine.ready_info = ready(
+        *capabilities, speech=AUDIO, transcription=asr, embedding=embed, image=IMAGE
+    )
     return engine
 
 
@@ -119,6 +144,16 @@ def test_every_documented_form_field_is_known(schema, field):
     with make_client(_engine()) as client:
         response = client.post(
             FORM_OPERATIONS[schema], data=data, files={"file": ("a.wav", b"RIFF", "audio/wav")}
+        )
+    assert _refusal(response) != "unknown_parameter", response.text
+
+
+@pytest.mark.parametrize("field", sorted(RECORDED["CreateImageEditRequest"] - {"image"}))
+def test_every_documented_image_edit_field_is_known(field):
+    data = {"model": "tiny", "prompt": "a fox", field: "tiny" if field == "model" else "x"}
+    with make_client(_engine()) as client:
+        response = client.post(
+            "/v1/images/edits", data=data, files={"image": ("a.png", b"\x89PNG", "image/png")}
         )
     assert _refusal(response) != "unknown_parameter", response.text
 

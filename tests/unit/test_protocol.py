@@ -15,6 +15,7 @@ from protocol.inputs import (
     CompleteInputs,
     EmbedInputs,
     Grammar,
+    ImageInputs,
     JsonObject,
     JsonSchema,
     Op,
@@ -38,6 +39,7 @@ from protocol.messages import (
     Fatal,
     FinishReason,
     Heartbeat,
+    ImageOut,
     Ready,
     Segment,
     Step,
@@ -54,6 +56,7 @@ from protocol.ready import (
     Adapter,
     Capability,
     EmbeddingInfo,
+    ImageInfo,
     ScoreInfo,
     SpeechInfo,
     TextInfo,
@@ -77,7 +80,7 @@ PINNED_FIELDS = {
     DetokenizeArgs: ("tokens",),
     Ready: (
         "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
-        "transcription", "embedding", "score",
+        "transcription", "embedding", "score", "image",
     ),
     Step: ("deltas",),
     ControlReply: (
@@ -89,6 +92,7 @@ PINNED_FIELDS = {
         "prefix_cache_hits", "prefill_tokens_in_decode_steps", "speech_seconds",
         "transcribed_seconds", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
         "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos",
+        "image_steps", "image_step_seconds",
     ),
     Tokenized: ("tokens", "token_strs"),
     Heartbeat: ("time", "active", "waiting"),
@@ -117,6 +121,14 @@ PINNED_FIELDS = {
     ),
     EmbedInputs: ("input", "dimensions", "truncate"),
     ScoreInputs: ("queries", "documents", "truncate"),
+    ImageInputs: (
+        "prompt", "width", "height", "n", "steps", "guidance", "seed", "image", "partial_images",
+    ),
+    ImageInfo: (
+        "model_path", "family", "default_steps", "default_guidance", "min_steps", "max_steps",
+        "min_side", "max_side", "side_multiple", "edit", "previews",
+    ),
+    ImageOut: ("index", "width", "height", "pixels", "seed", "partial"),
     TextInfo: ("max_context", "batching", "talker_speakers", "adapters"),
     Voice: ("name", "language"),
     SpeechInfo: (
@@ -136,7 +148,7 @@ PINNED_FIELDS = {
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
-        "stop_sequence", "embeddings", "scores",
+        "stop_sequence", "embeddings", "scores", "images",
     ),
     Segment: (
         "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
@@ -153,12 +165,13 @@ PINNED_TAGS = {
     Ready: 16, Step: 17, ControlReply: 18, Heartbeat: 19, Fatal: 20,
     ChatInputs: "chat", CompleteInputs: "complete", SpeechInputs: "speech",
     TranscribeInputs: "transcribe", EmbedInputs: "embed", ScoreInputs: "score",
+    ImageInputs: "image",
     JsonObject: "json_object", JsonSchema: "json_schema", Regex: "regex", Choice: "choice",
     Grammar: "grammar",
 }  # fmt: skip
 
 PINNED_VALUES = {
-    Op: ["chat", "complete", "speech", "transcribe", "embed", "score"],
+    Op: ["chat", "complete", "speech", "transcribe", "embed", "score", "image"],
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
     ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
                 "context_length_exceeded"],
@@ -168,13 +181,13 @@ PINNED_VALUES = {
     ],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "video_in", "speech", "transcribe", "translate",
-        "embed", "rerank", "score",
+        "embed", "rerank", "score", "image_out", "image_edit",
     ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 16
+    assert PROTOCOL_VERSION == 17
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -265,10 +278,10 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], []],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], [], []],
             ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
                  None, b"", 0,
-             [], "", "", [], []],
+             [], "", "", [], [], []],
         ],
     ]  # fmt: skip
 

@@ -15,7 +15,9 @@ worker/embedding/checkpoint.py) as the main model gets the embedding engine alon
 it a reranker) as the main model gets the rerank engine alone; `--rerank-model` adds one (any
 causal LM given there is taken as an LLM reranker). Without a reranker, an embedding engine
 scores pairs itself by cosine (the fallback, ScoreInfo.method "embedding-cosine").
-Everything here runs on the MLX thread.
+An image-generation checkpoint (a diffusers-style folder mlx-vlm generates pictures with,
+worker/images/model.py) as the main model gets the image engine alone; `--image-model` adds one
+next to the main model. Everything here runs on the MLX thread.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from protocol.ready import (
     Capability,
     EmbeddingInfo,
+    ImageInfo,
     ScoreInfo,
     SpeechInfo,
     TextInfo,
@@ -40,6 +43,7 @@ from worker.embedding.checkpoint import LLM_RERANKER, is_embedding_checkpoint, r
 # mlx-audio names its two kinds "tts" (speech) and "stt" (transcription)
 TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED = "text", "vision", "tts", "stt", "embed"
 RERANK = "rerank"
+IMAGE = "image"
 BACKENDS = ("auto", "text", "omni")
 _EXTRA = {SPEECH: "tts", TRANSCRIPTION: "audio"}
 
@@ -51,6 +55,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--transcription-model",
         help="a speech-recognition checkpoint served next to it (speech in)",
     )
+    add("--image-model", help="an image-generation checkpoint served next to the main model")
     add("--omni", action="store_true", help="the main model is a speech model")
     add(
         "--backend",
@@ -97,8 +102,9 @@ def model_kind(path: str) -> str:
 
 
 def main_model_kind(path: str, backend: str = "auto") -> str:
-    """TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED or RERANK for the main model under `--backend`;
-    raises ValueError (naming the fix) when the backend cannot serve it."""
+    """TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED, RERANK or IMAGE for the main model under
+    `--backend`; raises ValueError (naming the fix) when the backend cannot serve it."""
+    from worker.images.model import is_image_checkpoint
     from worker.vision.model import (
         OMNI_EXTRA_HINT,
         has_media_config,
@@ -111,6 +117,8 @@ def main_model_kind(path: str, backend: str = "auto") -> str:
         raise ValueError(f"unknown --backend {backend!r} ({', '.join(BACKENDS)})")
     if backend == "text":
         return TEXT
+    if backend == "auto" and is_image_checkpoint(path):
+        return IMAGE
     if backend == "omni":
         vlm_model_type(path)  # raises naming the supported model types
         return VISION
@@ -139,6 +147,7 @@ class LoadedEngines:
     transcription: TranscriptionInfo | None = None
     embedding: EmbeddingInfo | None = None
     score: ScoreInfo | None = None
+    image: ImageInfo | None = None
     tokenizer: Any = None  # the text model's, for count_tokens / tokenize (None without one)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -152,7 +161,7 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
     """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal);
     `sharder`: the text model is split across a distributed group (worker/distributed/)."""
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
-    if args.omni and kind in (TEXT, VISION, EMBED, RERANK):
+    if args.omni and kind in (TEXT, VISION, EMBED, RERANK, IMAGE):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
     if kind != TEXT:
@@ -167,6 +176,8 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
         _add_embedding(loaded, args.model, args)
     elif kind == RERANK:
         _add_reranker(loaded, args.model, args)
+    elif kind == IMAGE:
+        _add_image(loaded, args.model)
     else:
         _add_speech(loaded, kind, args.model, args.dtype)
     for extra_kind, path in (
@@ -197,9 +208,31 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
         if kind == RERANK:
             raise ValueError(f"--rerank-model: the main model {args.model} reranks already")
         _add_reranker(loaded, rerank_model, args, LLM_RERANKER)
+    image_model = getattr(args, "image_model", None)
+    if image_model:
+        if kind == IMAGE:
+            raise ValueError(f"--image-model: the main model {args.model} makes images already")
+        from worker.images.model import is_image_checkpoint
+
+        if not is_image_checkpoint(image_model):
+            raise ValueError(
+                f"--image-model {image_model} is not an image-generation checkpoint (a "
+                "diffusers-style folder mlx-vlm generates images with; install the [images] "
+                "extra if it is one)"
+            )
+        _add_image(loaded, image_model)
     if loaded.score is None:
         _score_by_embeddings(loaded)
     return loaded
+
+
+def _add_image(loaded: LoadedEngines, path: str) -> None:
+    from worker.images.engine import load_image_engine
+
+    engine = load_image_engine(path)
+    loaded.engines.append(engine)
+    loaded.image = engine.ready_info()
+    loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
 
 
 def _add_reranker(

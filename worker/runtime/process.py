@@ -149,6 +149,7 @@ def _serve(
             transcription=loaded.transcription,
             embedding=loaded.embedding,
             score=loaded.score,
+            image=loaded.image,
         )
     )
     sender.enable_heartbeats()

@@ -6,7 +6,8 @@ in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reuse
 cache; worker/text/prefix_reuse.py, worker/vision/engine.py), prompt tokens prefilled inside
 decode steps and speculative decoding's drafts and accepted tokens (worker/text/batch_engine.py),
 seconds of speech sent
-(worker/speech/engine.py) and seconds of audio transcribed (worker/transcription/engine.py).
+(worker/speech/engine.py), seconds of audio transcribed (worker/transcription/engine.py) and
+denoising steps of image generation with their time (worker/images/engine.py).
 Every counter is a total since the worker started; the gateway's /metrics carries them over
 worker restarts (gateway/metrics/worker.py).
 """
@@ -41,6 +42,8 @@ class WorkerStats:
         self._spec_accepted_per_pos: list[int] = []
         self._speech_seconds = 0.0
         self._transcribed_seconds = 0.0
+        self._image_steps = 0
+        self._image_step_seconds = 0.0
 
     def set_queue(self, active_ids: list[str], waiting: int) -> None:
         with self._lock:
@@ -93,6 +96,12 @@ class WorkerStats:
         with self._lock:
             self._transcribed_seconds += seconds
 
+    def count_image_step(self, seconds: float) -> None:
+        """One denoising step of image generation and the time it took."""
+        with self._lock:
+            self._image_steps += 1
+            self._image_step_seconds += seconds
+
     def load(self) -> tuple[int, int]:
         """(active, waiting), for heartbeats."""
         with self._lock:
@@ -119,4 +128,6 @@ class WorkerStats:
                 spec_decode_num_draft_tokens=self._spec_draft_tokens,
                 spec_decode_num_accepted_tokens=self._spec_accepted,
                 spec_decode_num_accepted_tokens_per_pos=list(self._spec_accepted_per_pos),
+                image_steps=self._image_steps,
+                image_step_seconds=self._image_step_seconds,
             )

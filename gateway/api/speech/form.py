@@ -11,19 +11,17 @@ The body was read under the upload limit before any of this runs (gateway/http/m
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gateway.audio.speech.request import SPEECH
 from gateway.http.errors import invalid, unknown_field, unsupported
-from gateway.http.multipart import Form
+from gateway.http.multipart import Form, form_value
 from gateway.schema import field as s
 from gateway.schema.request import RequestSchema
 
 REF_AUDIO_FILES = ("ref_audio", "voice_audio")
 # Text parts are read as the JSON field's type says (gateway/audio/speech/request.SPEECH).
 _TYPES = {name: field.schema.get("type") for name, field in SPEECH.fields.items()}
-_TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
 def is_form(content_type: str) -> bool:
@@ -38,7 +36,7 @@ def speech_body(form: Form) -> tuple[dict[str, object], bytes | None]:
             raise unknown_field(name)
         if len(values) > 1:
             raise invalid(name, f"`{name}` was given {len(values)} times")
-        body[name] = _typed(name, values[0])
+        body[name] = form_value(name, values[0], _TYPES.get(name))
     uploads = []
     for name, files in form.files.items():
         if name not in REF_AUDIO_FILES:
@@ -49,29 +47,6 @@ def speech_body(form: Form) -> tuple[dict[str, object], bytes | None]:
     if uploads and "ref_audio" in body:
         raise invalid("ref_audio", "send the reference audio once (a file or base64)")
     return body, (uploads[0].data if uploads else None)
-
-
-def _typed(name: str, text: str) -> object:
-    kind = _TYPES.get(name)
-    if kind == "number":
-        try:
-            value = float(text)
-        except ValueError:
-            raise invalid(name, f"`{name}` must be a number") from None
-        if not math.isfinite(value):
-            raise invalid(name, f"`{name}` must be a finite number")
-        return value
-    if kind == "integer":
-        try:
-            return int(text)
-        except ValueError:
-            raise invalid(name, f"`{name}` must be an integer") from None
-    if kind == "boolean":
-        folded = text.strip().lower()
-        if folded in _TRUE + _FALSE:
-            return folded in _TRUE
-        raise invalid(name, f"`{name}` must be true or false")
-    return text
 
 
 @dataclass(frozen=True, slots=True)

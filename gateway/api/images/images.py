@@ -1,0 +1,191 @@
+"""`POST /v1/images/generations` and `POST /v1/images/edits`: OpenAI's Images API, served by the
+worker's image engine (worker/images/).
+
+The body is read by gateway/api/images/request.py; `model` must reach a served model that makes
+images (its id, OpenAI's image model names, or, unset, the served image model), and the sizes
+and steps its Ready section (`image`) allows are checked before anything is sent. Without
+`stream`, the answer is one JSON body with every picture once all are made; the client going
+away aborts the request between two denoising steps. With `stream`, server-sent events:
+`image_generation.partial_image` (an edit: `image_edit.partial_image`) for each preview asked
+for with `partial_images`, then `image_generation.completed` (`image_edit.completed`) for each
+picture, with the usage so far; a failure after the start is an `error` event.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.api.images.pictures import encoded, event_fields, response_body, usage_object
+from gateway.api.images.request import ImageCall, parse_edit, parse_generation
+from gateway.http import errors
+from gateway.http.disconnect import DisconnectWatcher
+from gateway.http.errors import APIError
+from gateway.http.json_request import read_json
+from gateway.http.model_names import models_of, resolve_model
+from gateway.http.model_routing import engine_for, first_model_of
+from gateway.http.multipart import read_form
+from gateway.http.sse import SSE_COMMENT, sse_event
+from gateway.http.streaming import (
+    Ending,
+    Opened,
+    StreamedResponse,
+    enter_one,
+    keepalive_for,
+    open_stream,
+)
+from gateway.workers.errors import EngineUnavailable
+from gateway.workers.protocol import EngineClient
+from gateway.workers.served_models import IMAGE, serving
+from protocol.inputs import ImageInputs
+from protocol.messages import Delta, ImageOut, Usage
+from protocol.ready import ImageInfo
+
+
+async def generations(request: Request) -> Response:
+    call = parse_generation(await read_json(request))
+    return await _serve(request, call, "image_generation")
+
+
+async def edits(request: Request) -> Response:
+    form = await read_form(request, request.app.state.config.max_body_bytes)
+    return await _serve(request, parse_edit(form), "image_edit")
+
+
+async def _serve(request: Request, call: ImageCall, events: str) -> Response:
+    name = call.model or _default_model(request)
+    engine = await engine_for(request, name, IMAGE)
+    resolve_model(request, name, IMAGE)
+    info = _image_info(engine, name)
+    if call.image is not None and not info.edit:
+        raise APIError(
+            400,
+            f"The model `{name}` makes pictures but does not edit them ({info.family})",
+            param="image",
+            code="model_not_supported",
+        )
+    inputs = call.inputs(info)
+    if call.stream:
+        return await _stream(request, engine, call, inputs, events)
+    pictures, usage = await _collect(request, engine, inputs)
+    body = await run_in_threadpool(response_body, call, pictures, usage)
+    return JSONResponse(body)
+
+
+def _default_model(request: Request) -> str:
+    """The request names no model: the served image model."""
+    name = first_model_of(request, IMAGE)
+    if name is None:
+        model = serving(models_of(request), IMAGE)
+        name = model.id if model is not None else None
+    if name is None:
+        raise APIError(
+            400,
+            "This server serves no image model; serve one with `--image-model IMAGE_MODEL`",
+            param="model",
+            code="model_not_supported",
+        )
+    return name
+
+
+def _image_info(engine: EngineClient, name: str) -> ImageInfo:
+    ready = engine.ready_info
+    if ready is None or engine.state != "ready":
+        raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)
+    if ready.image is None:
+        raise APIError(
+            400, f"The model `{name}` does not make images", param="model",
+            code="model_not_supported",
+        )  # fmt: skip
+    return ready.image
+
+
+async def _collect(
+    request: Request, engine: EngineClient, inputs: ImageInputs
+) -> tuple[list[ImageOut], Usage]:
+    watcher = DisconnectWatcher(request.receive)
+    try:
+        return await watcher.run(_pictures(engine, inputs))
+    finally:
+        watcher.close()
+
+
+async def _pictures(engine: EngineClient, inputs: ImageInputs) -> tuple[list[ImageOut], Usage]:
+    pictures: list[ImageOut] = []
+    async with engine.request(inputs, False) as batches:
+        async for batch in batches:
+            for delta in batch:
+                pictures += [p for p in delta.images if p.partial is None]
+                if delta.finish_reason is not None:
+                    error = errors.terminal_error(delta)
+                    if error is not None:
+                        raise named(error)
+                    return pictures, delta.usage or Usage(0, 0)
+    raise errors.no_terminal("image request")
+
+
+async def _stream(
+    request: Request, engine: EngineClient, call: ImageCall, inputs: ImageInputs, events: str
+) -> StreamedResponse[list[Delta]]:
+    enter = partial(enter_one, engine, inputs, what="image request")
+    try:
+        opened: Opened[list[Delta]] = await open_stream(
+            request, enter, keepalive_for(request, SSE_COMMENT)
+        )
+    except APIError as exc:  # refused before the stream started: an HTTP status
+        raise named(exc) from None
+    frames = _Frames(call, events)
+    return StreamedResponse(opened, frames.encode, _sse_error, "image request", None, None)
+
+
+class _Frames:
+    """Image deltas -> one SSE event per preview and per picture."""
+
+    def __init__(self, call: ImageCall, events: str) -> None:
+        self.call = call
+        self.events = events
+        self.usage = Usage(0, 0)
+
+    def encode(self, batch: list[Delta]) -> tuple[list[bytes], Ending]:
+        writes: list[bytes] = []
+        for delta in batch:
+            self.usage = delta.usage or self.usage
+            writes += [self._event(picture) for picture in delta.images]
+            if delta.finish_reason is None:
+                continue
+            error = errors.terminal_error(delta)
+            return writes, named(error) if error is not None else True
+        return writes, False
+
+    def _event(self, picture: ImageOut) -> bytes:
+        fields = event_fields(self.call, picture)
+        data = encoded(self.call, picture)
+        if picture.partial is not None:
+            name = f"{self.events}.partial_image"
+            body = {"type": name, "b64_json": data, **fields}
+            body["partial_image_index"] = picture.partial
+        else:
+            name = f"{self.events}.completed"
+            body = {"type": name, "b64_json": data, **fields, "usage": usage_object(self.usage)}
+        return sse_event(name, body)
+
+
+# The worker names a field of its own request (protocol/inputs.py ImageInputs) first in a 400;
+# the client sent it under the Images API's name.
+_API_NAMES = {"steps": "num_inference_steps", "guidance": "guidance_scale"}
+_FIELDS = ("prompt", "size", "n", "image", "partial_images", *_API_NAMES)
+
+
+def named(error: APIError) -> APIError:
+    """A worker's 400 with `param`: the field its message names first (`size: ...`)."""
+    field = error.message.split(":", 1)[0]
+    if error.status == 400 and error.param is None and field in _FIELDS:
+        error.param = _API_NAMES.get(field, field)
+    return error
+
+
+def _sse_error(error: APIError) -> bytes:
+    return sse_event("error", {"type": "error", **error.body()})

@@ -1,0 +1,23 @@
+"""`serve --image-model IMAGE_MODEL`: an image-generation checkpoint served next to MODEL by the
+same worker (/v1/images/generations, /v1/images/edits), resolved like MODEL. MODEL may itself
+be an image-generation checkpoint, served alone; a models file gives one its own worker
+(`kind: image`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.cli.model_source import resolved_models
+from gateway.cli.serve_options import Flag, config_flags
+
+
+def image_options(command: Any) -> Any:
+    options: list[Flag] = [
+        ("--image-model", None, "Image-generation checkpoint served next to MODEL (/v1/images)."),
+    ]
+    return config_flags(command, options)
+
+
+def image_config(options: dict[str, Any]) -> dict[str, Any]:
+    """ServerConfig's image field from the flag (the model resolved like MODEL)."""
+    return resolved_models(options, ("image_model",))

@@ -66,21 +66,24 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_form(request: Request, limit: int) -> Form:
-    """The request's multipart form; 400 when it is not one, 413 past `limit` bytes."""
+async def read_form(
+    request: Request, limit: int, file_field: str = "file", what: str = "the audio file"
+) -> Form:
+    """The request's multipart form; 400 when it is not one (naming `file_field`, the part
+    that carries `what`), 413 past `limit` bytes."""
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
         raise invalid(
-            "file",
-            "The request body must be multipart/form-data, with the audio file as `file`",
+            file_field,
+            f"The request body must be multipart/form-data, with {what} as `{file_field}`",
             code="invalid_content_type",
         )
     if formparsers.multipart is None:
         # Not implemented here (501), and the same for every retry: the operator installs it.
         raise APIError(
             501,
-            "Audio uploads need python-multipart, which this server does not have: its "
-            "operator installs the `audio` extra (pip install 'vllm-omni-mlx[audio]', or "
+            "Uploads need python-multipart, which this server does not have: its "
+            "operator installs the `audio` or `images` extra (pip install 'vllm-omni-mlx[audio]', or "
             "`make serve` in a checkout)",
             type=SERVER_ERROR,
             code="missing_dependency",

@@ -50,12 +50,17 @@ def load_image_model(path: str) -> ImageModel:
         raise ValueError(f"{path} is not an image-generation checkpoint mlx-vlm can load")
     family = family_for(model_class.model_type)
     generation = load_image_generation_model(path, evict_text_encoder=False)
+    if generation.model_type != family.name:  # mlx-vlm picked another class than it named
+        raise ValueError(f"{path}: mlx-vlm loads it as {generation.model_type}, not {family.name}")
     pipeline = generation.pipeline
     family.prepare(pipeline)
     pipeline.transformer = PacedDenoiser(pipeline.transformer)
     edit_class = image_edit_model_class(path)
     edit = None
-    if edit_class is not None:  # the same pipeline, not a second copy of the weights
+    # (mlx-vlm finds edit classes by any family name in the folder's class names: only this
+    # family's own edits this pipeline)
+    if edit_class is not None and edit_class.model_type == family.name:
+        # the same pipeline, not a second copy of the weights
         edit = edit_class(pipeline=pipeline, model_id=generation.model_id)
     defaults = generation.default_sampling
     return ImageModel(path, family, generation, edit, int(defaults.steps), float(defaults.guidance))

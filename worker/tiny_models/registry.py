@@ -8,6 +8,7 @@ from worker.tiny_models import (
     embedding,
     gemma3,
     gpt_oss,
+    images,
     kokoro,
     omni,
     scripted,
@@ -202,6 +203,22 @@ ARCHS: Mapping[str, Arch] = {
         text.qwen3_generation_config,
         sizes={"tiny": text.SIZES["tiny"]},
         build=text.build_text_decoder,
+    ),
+    # Images out, for mlx_vlm.generate.image: their own builds write every file
+    # (worker/tiny_models/images.py).
+    "z_image": Arch(
+        QWEN2,
+        lambda dims, tid: {},
+        lambda tid: {},
+        sizes=images.Z_IMAGE_SIZES,
+        build=images.build_z_image,
+    ),
+    "moss_image": Arch(
+        QWEN2,
+        lambda dims, tid: {},
+        lambda tid: {},
+        sizes=images.MOSS_IMAGE_SIZES,
+        build=images.build_moss_image,
     ),
 }
 

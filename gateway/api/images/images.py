@@ -51,7 +51,9 @@ async def generations(request: Request) -> Response:
 
 
 async def edits(request: Request) -> Response:
-    form = await read_form(request, request.app.state.config.max_body_bytes)
+    form = await read_form(
+        request, request.app.state.config.max_body_bytes, "image", "the picture to edit"
+    )
     return await _serve(request, parse_edit(form), "image_edit")
 
 

@@ -1,0 +1,168 @@
+"""The image engine (worker/images/) in-process on tiny random-weight checkpoints of two
+mlx-vlm families: pictures equal direct `generate_image` / `edit_image` pixel for pixel, also
+with requests interleaved step by step; previews come before their picture; an abort stops a
+run between steps; bad input is a bad_request naming the field before any work."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from protocol.inputs import ImageInputs
+from protocol.messages import Delta, ErrorCode, FinishReason, Submit
+from worker.images.engine import ImageEngine, load_image_engine
+from worker.runtime.stats import WorkerStats
+from worker.tiny_models import ensure_checkpoint
+
+PROMPT = "a red fox in the snow"
+
+
+@pytest.fixture(scope="module")
+def z_image() -> str:
+    return str(ensure_checkpoint("z_image", "tiny"))
+
+
+@pytest.fixture(scope="module")
+def moss() -> str:
+    return str(ensure_checkpoint("moss_image", "tiny"))
+
+
+@pytest.fixture(scope="module")
+def z_engine(z_image) -> ImageEngine:
+    return load_image_engine(z_image)
+
+
+@pytest.fixture(scope="module")
+def moss_engine(moss) -> ImageEngine:
+    return load_image_engine(moss)
+
+
+def direct(path: str, seed: int, steps: int, size: int = 64, source: str | None = None):
+    from mlx_vlm.generate.edit_image import ImageEditRequest, edit_image, load_image_edit_model
+    from mlx_vlm.generate.image import (
+        ImageGenerationRequest,
+        generate_image,
+        load_image_generation_model,
+    )
+
+    if source is None:
+        model = load_image_generation_model(path)
+        request = ImageGenerationRequest(PROMPT, seed=seed, steps=steps, width=size, height=size)
+        return np.array(generate_image(model, request).array)
+    edit = ImageEditRequest(PROMPT, (source,), seed=seed, steps=steps)
+    return np.array(edit_image(load_image_edit_model(path), edit).array)
+
+
+def run(engine: ImageEngine, *submits: Submit) -> dict[str, list[Delta]]:
+    """Admit every submit, then step until all ended: each request's deltas in order."""
+    out: dict[str, list[Delta]] = {}
+    for submit in submits:
+        accepted = engine.admit(submit)
+        out[submit.request_id] = [accepted]
+    while engine.active_ids():
+        for delta in engine.step():
+            out[delta.request_id].append(delta)
+    return out
+
+
+def pictures(deltas: list[Delta], previews: bool = False) -> list[np.ndarray]:
+    return [
+        np.frombuffer(p.pixels, np.uint8).reshape(p.height, p.width, 3)
+        for d in deltas
+        for p in d.images
+        if (p.partial is not None) == previews
+    ]
+
+
+@pytest.mark.parametrize("family", ["z_image", "moss_image"])
+def test_pictures_equal_direct_mlx_vlm_with_requests_interleaved(
+    family, z_engine, moss_engine, z_image, moss
+):
+    engine, path = (z_engine, z_image) if family == "z_image" else (moss_engine, moss)
+    first = Submit("a", ImageInputs(PROMPT, 64, 64, n=2, steps=4, seed=21), False)
+    second = Submit("b", ImageInputs(PROMPT, 32, 48, steps=3, seed=5), False)
+    out = run(engine, first, second)
+    a, b = pictures(out["a"]), pictures(out["b"])
+    assert np.array_equal(a[0], direct(path, 21, 4))
+    assert np.array_equal(a[1], direct(path, 22, 4))
+    assert b[0].shape == (48, 32, 3)
+    from mlx_vlm.generate.image import (
+        ImageGenerationRequest,
+        generate_image,
+        load_image_generation_model,
+    )
+
+    model = load_image_generation_model(path)
+    alone = generate_image(
+        model, ImageGenerationRequest(PROMPT, seed=5, steps=3, width=32, height=48)
+    )
+    assert np.array_equal(b[0], np.array(alone.array))
+    terminal = out["a"][-1]
+    assert terminal.finish_reason == FinishReason.STOP
+    assert terminal.usage.prompt_tokens > 0 and terminal.usage.completion_tokens > 0
+
+
+def test_previews_come_before_their_picture_and_steps_are_counted(z_engine):
+    stats = WorkerStats("z")
+    z_engine.bind_stats(stats)
+    out = run(
+        z_engine, Submit("p", ImageInputs(PROMPT, 64, 64, steps=7, seed=3, partial_images=3), False)
+    )
+    kinds = [(p.index, p.partial) for d in out["p"] for p in d.images]
+    assert kinds == [(0, 0), (0, 1), (0, 2), (0, None)]
+    assert stats.snapshot().image_steps == out["p"][-1].usage.completion_tokens == 6
+    assert stats.snapshot().image_step_seconds > 0
+
+
+def test_an_abort_stops_the_run_between_steps(z_engine):
+    z_engine.admit(Submit("x", ImageInputs(PROMPT, 64, 64, steps=50, seed=1), False))
+    for _ in range(4):
+        z_engine.step()
+    ended = z_engine.abort(["x"])
+    assert [d.finish_reason for d in ended] == [FinishReason.ABORT]
+    assert 0 < ended[0].usage.completion_tokens < 10
+    assert z_engine.active_ids() == []
+    assert z_engine.step() == []
+
+
+def test_an_edit_equals_direct_edit_image(z_engine, z_image, tmp_path):
+    picture = Image.fromarray((np.indices((72, 56)).sum(0) % 256).astype(np.uint8)).convert("RGB")
+    source = tmp_path / "in.png"
+    picture.save(source)
+    out = run(
+        z_engine,
+        Submit("e", ImageInputs(PROMPT, 0, 0, steps=3, seed=8, image=source.read_bytes()), False),
+    )
+    got = pictures(out["e"])[0]
+    assert got.shape == (64, 48, 3)  # 72 high, 56 wide: rounded down to multiples of 16
+    assert np.array_equal(got, direct(z_image, 8, 3, source=str(source)))
+
+
+def _refusal(engine: ImageEngine, inputs: ImageInputs) -> str:
+    delta = engine.admit(Submit("bad", inputs, False))
+    assert delta.finish_reason == FinishReason.ERROR and delta.error.code == ErrorCode.BAD_REQUEST
+    assert delta.usage is not None
+    return delta.error.message
+
+
+def test_bad_input_is_refused_naming_the_field(z_engine, moss_engine):
+    png = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(png, format="PNG")
+    cases = [
+        (z_engine, ImageInputs(PROMPT, 72, 64), "size"),
+        (z_engine, ImageInputs(PROMPT, 4096, 64), "size"),
+        (z_engine, ImageInputs(PROMPT, 64, 64, steps=1), "steps"),
+        (z_engine, ImageInputs(PROMPT, 64, 64, n=11), "n"),
+        (z_engine, ImageInputs(PROMPT, 64, 64, partial_images=4), "partial_images"),
+        (z_engine, ImageInputs(PROMPT, 64, 64, guidance=float("nan")), "guidance"),
+        (z_engine, ImageInputs(" ", 64, 64), "prompt"),
+        (z_engine, ImageInputs("word " * 700, 64, 64), "prompt"),
+        (z_engine, ImageInputs(PROMPT, 0, 0, image=b"not a picture"), "image"),
+        (moss_engine, ImageInputs(PROMPT, 64, 64, image=png.getvalue()), "image"),
+    ]
+    for engine, inputs, field in cases:
+        assert _refusal(engine, inputs).startswith(f"{field}:"), field
+    assert z_engine.active_ids() == [] and moss_engine.active_ids() == []

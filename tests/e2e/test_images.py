@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import time
 
 import httpx
@@ -283,6 +284,37 @@ def test_a_client_leaving_stops_the_denoising_between_steps_and_metrics_count_st
     assert steps_done() == stopped, "denoising went on after the client left"
     assert 0 < stopped - before < 990
     assert (
-        httpx.get(f"{z_server.url}/health", headers=z_server.headers, timeout=30).status_code
-        == 200
+        httpx.get(f"{z_server.url}/health", headers=z_server.headers, timeout=30).status_code == 200
     )
+
+
+def test_a_models_file_serves_an_image_model_in_its_own_worker_beside_chat(
+    start_server, tmp_path_factory, qwen3_path, z_image_path
+):
+    text = f"""\
+models:
+  - id: chat
+    path: {qwen3_path}
+  - id: painter
+    path: {z_image_path}
+    kind: image
+    aliases: [gpt-image-1]
+    options: {{blas: bundled}}
+"""
+    models_file = tmp_path_factory.mktemp("models") / "pool.yaml"
+    models_file.write_text(text)
+    server = start_server("--models", str(models_file), name="pool+image")
+    client = openai_client(server)
+    result = client.images.generate(
+        model="gpt-image-1", prompt=PROMPT, size="64x64",
+        extra_body={"seed": 11, "num_inference_steps": 3},
+    )  # fmt: skip
+    assert np.array_equal(pixels(result.data[0].b64_json), direct(z_image_path, 11, 3, 64))
+    chat = client.chat.completions.create(
+        model="chat", messages=[{"role": "user", "content": "Hi"}], max_tokens=3
+    )
+    assert chat.choices[0].message.content is not None
+    cards = {m.id: m.model_dump() for m in client.models.list().data}
+    assert cards["painter"]["task"] == "image" and cards["chat"]["task"] == "chat"
+    health = httpx.get(f"{server.url}/health", headers=server.headers, timeout=30).json()
+    assert "painter" in json.dumps(health)

@@ -3,7 +3,8 @@ Selenium, against one real server per session.
 
 The server serves `qwen3_scripted` (it thinks `THINKING`, answers `ANSWER`, and calls a tool
 when a request forces one: worker/tiny_models/scripted.py) with a tiny Qwen3-TTS and a tiny
-Whisper next to it, behind an API key, so one page shows chat, speech and transcription.
+Whisper next to it, behind an API key, so one page shows chat, speech and transcription; a
+second server, started only for the images tab's tests, serves a tiny Z-Image alone.
 Every test here is marked `browser` (and `e2e`); they skip, saying why, only when Chromium
 cannot be installed (tests/support/browser.py). With `VOMLX_PLAYGROUND_SCREENSHOTS=DIR` the
 tests save screenshots there (scripts/playground_screenshots.py: docs/playground/).
@@ -44,6 +45,19 @@ def playground_server(tmp_path_factory) -> ServerProcess:
     log = tmp_path_factory.mktemp("logs") / "playground-server.log"
     args = [str(paths[0]), "--speech-model", str(paths[1]), "--transcription-model", str(paths[2])]
     server = ServerProcess(args, log, api_key=API_KEY)
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def image_server(tmp_path_factory) -> ServerProcess:
+    """A tiny random-weight Z-Image served alone (an image model as MODEL), behind the key."""
+    path = ensure_checkpoint("z_image", "tiny")
+    log = tmp_path_factory.mktemp("logs") / "image-server.log"
+    server = ServerProcess([str(path)], log, api_key=API_KEY)
     try:
         server.wait_healthy()
         yield server

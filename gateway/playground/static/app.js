@@ -3,6 +3,7 @@
 
 import { askForKey, getJson } from "./api.js";
 import { initChat } from "./chat.js";
+import { initImages } from "./images.js";
 import { initSpeech } from "./speech.js";
 import { initStatus, refreshHealthBadge } from "./status.js";
 import { initTranscribe } from "./transcribe.js";
@@ -12,6 +13,7 @@ const PANELS = [
   { tab: "chat", capability: "chat", init: initChat },
   { tab: "speech", capability: "speech", init: initSpeech },
   { tab: "transcribe", capability: "transcribe", init: initTranscribe },
+  { tab: "images", capability: "image_out", init: initImages },
 ];
 
 function showTab(name) {
@@ -60,7 +62,7 @@ async function main() {
       first = first || panel.tab;
     }
   }
-  if (models.length && !first) notice("No served model chats, speaks or transcribes.");
+  if (models.length && !first) notice("No served model chats, speaks, transcribes or makes images.");
   showTab(first || "status");
   document.body.dataset.ready = "true"; // the tests wait for this
 }

@@ -20,6 +20,7 @@ from gateway.api.chat_completions.surface import COMPLETION
 from gateway.api.embeddings.request import EMBEDDING
 from gateway.api.embeddings.scoring import RERANK, SCORE
 from gateway.api.images.request import EDIT as IMAGE_EDIT
+from gateway.api.images.request import EDIT_JSON as IMAGE_EDIT_JSON
 from gateway.api.images.request import GENERATION as IMAGE_GENERATION
 from gateway.api.responses import surface as responses
 from gateway.api.speech.form import REF_AUDIO_FILES, VOICE
@@ -68,7 +69,11 @@ _OPERATIONS: dict[str, tuple[str, str, dict[str, str]]] = {
     "rerank": ("Rerank documents against a query", "embeddings", {JSON: "RerankRequest"}),
     "score": ("Score text pairs", "embeddings", {JSON: "ScoreRequest"}),
     "createImage": ("Pictures from a prompt", "images", {JSON: "ImageGenerationRequest"}),
-    "createImageEdit": ("A picture edited by a prompt", "images", {FORM: "ImageEditForm"}),
+    "createImageEdit": (
+        "A picture edited by a prompt",
+        "images",
+        {FORM: "ImageEditForm", JSON: "ImageEditRequest"},
+    ),
     "tokenize": ("Token ids of a prompt or a chat (vLLM)", "tokenizer", {JSON: "TokenizeRequest"}),
     "detokenize": ("Text of token ids (vLLM)", "tokenizer", {JSON: "DetokenizeRequest"}),
     "loadModel": ("Swap the served model", "admin", {JSON: "LoadModelRequest"}),
@@ -124,6 +129,7 @@ def request_schemas() -> dict[str, dict[str, Any]]:
         "ScoreRequest": SCORE.json_schema(),
         "ImageGenerationRequest": IMAGE_GENERATION.json_schema(),
         "ImageEditForm": _form(IMAGE_EDIT, ("image", "mask")),
+        "ImageEditRequest": IMAGE_EDIT_JSON.json_schema(),
         "TokenizeRequest": {
             "anyOf": [
                 {**tokenize.PROMPT.json_schema(), "required": ["prompt"]},

@@ -1,10 +1,10 @@
 """Schemathesis against the real server, from the vendored official OpenAI document.
 
 Requests are generated from the document's schemas for every served operation (chat,
-completions, Responses, speech, transcriptions, translations, embeddings, models). Hooks make them ones
-this server can be asked: the served model's id in `model` (the one serving that operation,
-most of the time), a voice the TTS model has, a real WAV file as the upload, and output
-lengths capped so the tiny models answer in milliseconds. Two checks run on every answer: no
+completions, Responses, speech, transcriptions, translations, embeddings, images, models). Hooks
+make them ones this server can be asked: the served model's id in `model` (the one serving that
+operation, most of the time), a voice the TTS model has, a real WAV file and a PNG as the
+uploads, output lengths and picture sizes capped so the tiny models answer in milliseconds. Two checks run on every answer: no
 5xx, and a 2xx body conforms to the document's response schema. The worker is the same process
 at the end: no generated request crashed it.
 
@@ -15,6 +15,7 @@ on load, each with the reason, in `_errata`.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.support.openai_spec import spec
 from tests.support.schemathesis_runs import bounded, call_and_check, chance
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
+from worker.tiny_models import ensure_checkpoint
 
 EXAMPLES = 25
 MAX_OUTPUT_TOKENS = 6
@@ -57,6 +59,17 @@ def _errata(document: dict[str, Any]) -> dict[str, Any]:
     # "base64"` the API (and every SDK decoding it) sends the vector as a base64 string.
     embedding = document["components"]["schemas"]["Embedding"]["properties"]
     embedding["embedding"] = {"anyOf": [embedding["embedding"], {"type": "string"}]}
+    # The Images API's documented examples (sent as they are, before any hook) ask for the
+    # default size, 1024x1024: tens of seconds a picture for the tiny model on a CPU. Left out,
+    # its requests are all generated, and the hooks keep their pictures small.
+    for name in ("CreateImageRequest", "CreateImageEditRequest"):
+        document["components"]["schemas"][name] = _without_examples(
+            document["components"]["schemas"][name]
+        )
+    for path in ("/images/generations", "/images/edits"):
+        for content in paths[path]["post"]["requestBody"]["content"].values():
+            content.pop("examples", None)
+            content.pop("example", None)
     # An event stream's `schema` is documented as the schema of each event's `data` (JSON),
     # but OpenAPI (3.2's `itemSchema`, and schemathesis reading 3.1 the same way) takes it as
     # the schema of the event itself ({"event", "data", "id"}): every event would fail. Each
@@ -70,6 +83,16 @@ def _errata(document: dict[str, Any]) -> dict[str, Any]:
                 if stream is not None and "schema" in stream:
                     stream["itemSchema"] = _event_with_json_data(stream.pop("schema"))
     return document
+
+
+def _without_examples(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: _without_examples(v) for k, v in node.items() if k not in ("example", "examples")
+        }
+    if isinstance(node, list):
+        return [_without_examples(v) for v in node]
+    return node
 
 
 def _event_with_json_data(data_schema: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +118,10 @@ def target(
         tts=model_name(speech_paths["tts"]),
         asr=model_name(speech_paths["asr"]),
         embed=model_name(embedding_path),
+        image=model_name(str(ensure_checkpoint("z_image", "tiny"))),
         wav=Path(wav).read_bytes(),
+        png=_png(),
+        png_url="data:image/png;base64," + base64.b64encode(_png()).decode(),
     )
     return {"server": full_server, **_TARGET}
 
@@ -108,6 +134,8 @@ _MODEL_OF = {
     "/audio/transcriptions": "asr",
     "/audio/translations": "asr",
     "/embeddings": "embed",
+    "/images/generations": "image",
+    "/images/edits": "image",
 }
 _CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Most generated bodies hold some field this server refuses (a 400 naming it, which is right);
@@ -121,6 +149,7 @@ _SERVABLE = {
         "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
         "store", "metadata", "top_logprobs", "parallel_tool_calls", "user", "truncation",
     },
+    "/images/edits": {"model", "prompt", "image", "images", "n", "size", "output_format", "user"},
 }  # fmt: skip
 
 
@@ -159,7 +188,39 @@ def _servable(context, body):
     if path.startswith("/audio/transcriptions") or path.startswith("/audio/translations"):
         if roll < 0.8:
             body["file"] = _TARGET["wav"]
+    if path.startswith("/images/"):
+        if roll < 0.8 or _pixels(body.get("size")) > 64 * 64:
+            body["size"] = "32x32"  # (auto: 1024x1024, seconds a picture here)
+        if isinstance(body.get("n"), int):
+            body["n"] = min(body["n"], 2)
+        if path == "/images/edits" and roll < 0.8:
+            if "images" in body:  # JSON: the picture by data: URL
+                body["images"] = [{"image_url": _TARGET["png_url"]}]
+            else:  # the form: the picture as a file
+                body["image"] = _TARGET["png"]
+            if not str(body.get("prompt") or "").strip():
+                body["prompt"] = "a teal square"
     return body
+
+
+def _pixels(size: Any) -> int:
+    """Pixels of a generated `size` (0: one that is no WIDTHxHEIGHT, a 400 to keep)."""
+    if size is None or size == "auto":
+        return 1024 * 1024
+    parts = str(size).lower().split("x")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return int(parts[0]) * int(parts[1])
+    return 0
+
+
+def _png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), "teal").save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 @SCHEMA.hook("map_path_parameters")

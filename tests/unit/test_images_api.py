@@ -34,8 +34,8 @@ def engine(*batches: list[Delta], info: ImageInfo = INFO) -> FakeEngine:
     return fake
 
 
-def done(*pictures: ImageOut, usage: Usage = Usage(12, 6)) -> list[Delta]:
-    return [Delta("r", finish_reason="stop", usage=usage, images=list(pictures))]
+def done(*pictures: ImageOut) -> list[Delta]:
+    return [Delta("r", finish_reason="stop", usage=Usage(12, 6), images=list(pictures))]
 
 
 def decoded(b64: str) -> Image.Image:
@@ -161,3 +161,28 @@ def test_a_server_without_an_image_model_says_how_to_add_one():
         response = client.post("/v1/images/generations", json={"prompt": "a fox"})
     assert response.status_code == 400
     assert "--image-model" in response.json()["error"]["message"]
+
+
+def test_a_json_edit_takes_its_picture_by_data_url_and_refuses_file_ids_by_name():
+    fake = engine(done(picture(0)))
+    png = io.BytesIO()
+    Image.new("RGB", (40, 40), "red").save(png, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    with make_client(fake) as client:
+        ok = client.post("/v1/images/edits", json={"prompt": "x", "images": [{"image_url": url}]})
+        file_id = client.post(
+            "/v1/images/edits", json={"prompt": "x", "images": [{"file_id": "file-1"}]}
+        )
+        junk = client.post(
+            "/v1/images/edits",
+            json={"prompt": "x", "images": [{"image_url": "data:image/png;base64,AAAA"}]},
+        )
+        two = client.post(
+            "/v1/images/edits",
+            json={"prompt": "x", "images": [{"image_url": url}, {"image_url": url}]},
+        )
+    assert ok.status_code == 200, ok.text
+    assert fake.requests[0].inputs.image == png.getvalue()
+    assert file_id.status_code == 400 and file_id.json()["error"]["param"] == "images[0].file_id"
+    assert junk.status_code == 400 and junk.json()["error"]["param"] == "images[0].image_url"
+    assert two.status_code == 400 and two.json()["error"]["param"] == "images"

@@ -20,7 +20,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.api.images.pictures import encoded, event_fields, response_body, usage_object
-from gateway.api.images.request import ImageCall, parse_edit, parse_generation
+from gateway.api.images.request import (
+    ImageCall,
+    edit_json_url,
+    parse_edit,
+    parse_edit_json,
+    parse_generation,
+)
 from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
@@ -37,6 +43,8 @@ from gateway.http.streaming import (
     keepalive_for,
     open_stream,
 )
+from gateway.media.parts import MediaItem
+from gateway.media.resolve import media_settings, resolve_media
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import IMAGE, serving
@@ -51,6 +59,13 @@ async def generations(request: Request) -> Response:
 
 
 async def edits(request: Request) -> Response:
+    """The multipart form (the picture as a file), or JSON whose `images` names it by URL."""
+    if request.headers.get("content-type", "").lower().startswith("application/json"):
+        body = await read_json(request)
+        url = edit_json_url(body)
+        item = MediaItem("image", "images[0].image_url", url=url)
+        pictures = await resolve_media([item], media_settings(request))
+        return await _serve(request, parse_edit_json(body, pictures["images"][0]), "image_edit")
     form = await read_form(
         request, request.app.state.config.max_body_bytes, "image", "the picture to edit"
     )

@@ -2,7 +2,9 @@
 
 `/v1/images/generations` takes JSON (`GENERATION`); `/v1/images/edits` takes OpenAI's
 multipart form (`EDIT`: the same text fields as parts, the picture as the `image` file part,
-`image[]` as the SDKs send a list). Honoured: `prompt`, `model`, `n`, `size` (`WIDTHxHEIGHT`, or
+`image[]` as the SDKs send a list) or its JSON shape (`EDIT_JSON`: the picture as
+`images[0].image_url`, an https or data: URL resolved under the server's media rules; a
+`file_id` is a 400, there is no Files API here). Honoured: `prompt`, `model`, `n`, `size` (`WIDTHxHEIGHT`, or
 `auto`: 1024x1024 for a generation, the picture's own size for an edit), `quality` (the
 model's default steps for `auto`, `standard` and `medium`; half for `low`; double for `high`
 and `hd`, at most `MAX_STEPS`), `response_format` (`b64_json`, the default here, or `url`: a
@@ -90,6 +92,27 @@ GENERATION = RequestSchema(
         "style": s.refused("DALL-E 3's vivid / natural look."),
     },
     required=("prompt",),
+)
+_IMAGE_REF = {
+    "type": "object",
+    "properties": {
+        "image_url": {"type": "string", "description": "An https URL or a data: URL."},
+        "file_id": {"type": "string", "description": "Not supported here (no Files API)."},
+    },
+}
+EDIT_JSON = RequestSchema(
+    {
+        **_COMMON,
+        "images": s.structure(
+            {"type": "array", "items": _IMAGE_REF, "minItems": 1},
+            "The picture to edit, by URL (fetched under the server's media rules) or data: URL: "
+            "one.",
+        ),
+        "mask": s.refused("Masked edits.", _no_mask, _IMAGE_REF),
+        "input_fidelity": s.limited(s.string(enum=("high", "low")), _low_fidelity, "low only."),
+        "moderation": s.accepted(s.string(enum=("low", "auto"))),
+    },
+    required=("prompt", "images"),
 )
 EDIT = RequestSchema(
     {
@@ -214,6 +237,29 @@ def parse_edit(form: Form) -> ImageCall:
     EDIT.check(body)
     if not picture:
         raise invalid("image", "`image` is an empty file")
+    return _call(body, picture)
+
+
+def edit_json_url(body: dict[str, Any]) -> str:
+    """A JSON edit's picture: the URL of its one `images` entry (checked by EDIT_JSON first)."""
+    EDIT_JSON.check(body)
+    images = body["images"]
+    if not isinstance(images, list) or len(images) != 1:
+        count = len(images) if isinstance(images, list) else 0
+        raise invalid("images", f"`images`: {count} pictures; the models here edit one at a time")
+    ref = images[0]
+    if not isinstance(ref, dict) or set(ref) - {"image_url", "file_id"}:
+        raise invalid("images[0]", "`images[0]` must be an object with `image_url`")
+    if ref.get("file_id") is not None:
+        raise unsupported("images[0].file_id", "uploaded files (there is no Files API here)")
+    url = ref.get("image_url")
+    if not isinstance(url, str) or not url:
+        raise invalid("images[0].image_url", "`images[0].image_url` is required: a URL")
+    return url
+
+
+def parse_edit_json(body: dict[str, Any], picture: bytes) -> ImageCall:
+    """A JSON edit whose picture was fetched (`edit_json_url` checked the body)."""
     return _call(body, picture)
 
 

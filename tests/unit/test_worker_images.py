@@ -115,6 +115,11 @@ def test_previews_come_before_their_picture_and_steps_are_counted(z_engine):
     assert kinds == [(0, 0), (0, 1), (0, 2), (0, None)]
     assert stats.snapshot().image_steps == out["p"][-1].usage.completion_tokens == 6
     assert stats.snapshot().image_step_seconds > 0
+    # Z-Image runs 3 denoising steps for 4 asked: both previews fit between them.
+    few = run(
+        z_engine, Submit("q", ImageInputs(PROMPT, 64, 64, steps=4, seed=3, partial_images=2), False)
+    )
+    assert [p.partial for d in few["q"] for p in d.images] == [0, 1, None]
 
 
 def test_an_abort_stops_the_run_between_steps(z_engine):

@@ -52,7 +52,7 @@ class _Job:
     submit: Submit
     inputs: ImageInputs
     seed: int
-    steps: int  # resolved: what the previews are spaced over
+    steps: int  # the denoising steps it will run: what the previews are spaced over
     prompt_tokens: int
     source: Path | None = None  # an edit's picture, as a file for the library
     index: int = 0  # the picture being made
@@ -107,7 +107,10 @@ class ImageEngine:
             except (ValueError, TypeError) as exc:  # the pipeline refused the input
                 delta = self._end(job, FinishReason.ERROR, bad_request(str(exc)).info())
             except Exception as exc:
-                log.exception("image request %s failed", named(job.submit))
+                log.exception(
+                    "image request %s failed", job.submit.request_id,
+                    extra=named(job.submit.request_id),
+                )  # fmt: skip
                 delta = self._end(job, FinishReason.ERROR, internal(exc))
             if delta is not None:
                 deltas.append(delta)
@@ -186,7 +189,9 @@ class ImageEngine:
             if source is not None:
                 source.unlink()
             raise
-        steps = inputs.steps or (self.model.default_steps if not editing else 0)
+        steps = family.denoising_steps(
+            inputs.steps or self.model.default_steps_of(editing), editing
+        )
         seed = inputs.seed if inputs.seed is not None else random.randrange(2**31)
         job = _Job(submit, inputs, seed, steps, tokens, source)
         if inputs.partial_images and steps > 1:
@@ -259,6 +264,7 @@ class ImageEngine:
                 guidance=inputs.guidance,
             )
             return generate_image(self.model.generation, request)
+        assert self.model.edit is not None  # admit refused edits on a model without one
         edit = ImageEditRequest(
             inputs.prompt,
             image_paths=(str(job.source),),

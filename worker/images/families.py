@@ -31,6 +31,8 @@ class Family:
     # The prompt's tokens its text encoder reads (the pipeline cuts a longer one silently;
     # the worker refuses it instead).
     max_prompt_tokens: int = 512
+    # The denoising steps its loop runs for a request of `steps` (an edit: True).
+    denoising_steps: Callable[[int, bool], int] = lambda steps, editing: steps
 
 
 def _z_image_prepare(pipeline: Any) -> None:
@@ -40,6 +42,16 @@ def _z_image_prepare(pipeline: Any) -> None:
 def _z_image_preview(pipeline: Any, latents: Any) -> Any:
     images = pipeline._decode_latents(latents[:1])
     return images[0] if images.ndim == 4 else images
+
+
+def _z_image_steps(steps: int, editing: bool) -> int:
+    """Z-Image skips the terminal zero timestep (N requested steps run N - 1); an edit starts
+    at Diffusers' img2img index for its strength (0.6, the pipeline's default)."""
+    if not editing:
+        return steps - 1
+    from mlx_vlm.models.z_image.pipeline import _img2img_start_index
+
+    return steps - _img2img_start_index(steps, 0.6)
 
 
 def _moss_image_prepare(pipeline: Any) -> None:
@@ -61,8 +73,10 @@ def _moss_image_preview(pipeline: Any, latents: Any) -> Any:
 
 FAMILIES: dict[str, Family] = {
     # Z-Image (Tongyi-MAI): Qwen3 text encoder, single-stream DiT, Flux VAE; edits (img2img).
-    # Its N requested steps run N - 1 denoiser calls, so it takes 2 at least.
-    "z_image": Family("z_image", _z_image_prepare, _z_image_preview, min_steps=2),
+    # Its N requested steps run N - 1 denoising steps, so it takes 2 at least.
+    "z_image": Family(
+        "z_image", _z_image_prepare, _z_image_preview, min_steps=2, denoising_steps=_z_image_steps
+    ),
     # MOSS-Image (OpenMOSS): Qwen3.5 text encoder, DiT, Flux2 VAE; generation only.
     "moss_image": Family(
         "moss_image", _moss_image_prepare, _moss_image_preview, max_prompt_tokens=4096

@@ -23,6 +23,12 @@ class ImageModel:
     def pipeline(self) -> Any:
         return self.generation.pipeline
 
+    def default_steps_of(self, editing: bool) -> int:
+        """The steps a request that names none asks for (an edit has its own default)."""
+        if editing and self.edit is not None:
+            return int(self.edit.default_sampling.steps)
+        return self.default_steps
+
     def prompt_tokens(self, prompt: str) -> int:
         count = getattr(self.pipeline, "count_prompt_tokens", None)
         return int(count(prompt)) if count is not None else 0
@@ -49,7 +55,7 @@ def load_image_model(path: str) -> ImageModel:
     if model_class is None:
         raise ValueError(f"{path} is not an image-generation checkpoint mlx-vlm can load")
     family = family_for(model_class.model_type)
-    generation = load_image_generation_model(path, evict_text_encoder=False)
+    generation: Any = load_image_generation_model(path, evict_text_encoder=False)
     if generation.model_type != family.name:  # mlx-vlm picked another class than it named
         raise ValueError(f"{path}: mlx-vlm loads it as {generation.model_type}, not {family.name}")
     pipeline = generation.pipeline

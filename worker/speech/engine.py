@@ -134,9 +134,11 @@ class TtsEngine:
 
     def admit(self, submit: Submit) -> Delta:
         rid = submit.request_id
-        chars = len(submit.inputs.input)
+        inputs = submit.inputs
+        assert isinstance(inputs, SpeechInputs)  # the scheduler routes by op
+        chars = len(inputs.input)
         try:
-            request = self._validate(submit.inputs)
+            request = self._validate(inputs)
             generation = iter(self.family.generate(self.model, self.generate_kwargs(request)))
         except RequestError as exc:
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())

@@ -29,7 +29,7 @@ import mlx.nn as nn
 from mlx_lm import load
 from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-from protocol.inputs import CompleteInputs, SamplingParams
+from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 from protocol.messages import Submit
 from worker.text.prompt_size import PromptBudget
 from worker.text.prompts import prompt_for
@@ -208,5 +208,7 @@ def start_text_generation(
     prompt_progress_callback: Callable[[int, int], None] | None = None,
 ) -> TextGeneration:
     """Validates and tokenizes a Submit and sets up its generation (no model work yet)."""
-    prompt = prompt_for(text_model, submit.inputs)
-    return TextGeneration(text_model, prompt, submit.inputs.sampling, prompt_progress_callback)
+    inputs = submit.inputs
+    assert isinstance(inputs, ChatInputs | CompleteInputs)  # the scheduler routes by op
+    prompt = prompt_for(text_model, inputs)
+    return TextGeneration(text_model, prompt, inputs.sampling, prompt_progress_callback)

@@ -178,8 +178,10 @@ class TextRequest:
 
 def build_text_request(text_model: TextModelLike, submit: Submit) -> TextRequest:
     """Validates and tokenizes a Submit (RequestError when it is bad); no model work."""
-    prompt = prompt_for(text_model, submit.inputs)
-    return make_text_request(text_model, submit.request_id, prompt, submit.inputs)
+    inputs = submit.inputs
+    assert isinstance(inputs, ChatInputs | CompleteInputs)  # the scheduler routes by op
+    prompt = prompt_for(text_model, inputs)
+    return make_text_request(text_model, submit.request_id, prompt, inputs)
 
 
 def make_text_request(

@@ -137,6 +137,7 @@ class SttEngine:
         if rid in self._active:
             return _failed(rid, bad_request(f"request id {rid!r} is already in use").info())
         try:
+            assert isinstance(submit.inputs, TranscribeInputs)  # the scheduler routes by op
             run, duration = self._start(submit.inputs)
         except RequestError as exc:
             return _failed(rid, exc.info())
@@ -192,7 +193,7 @@ class SttEngine:
             language=active.run.language,
         )
 
-    def _start(self, inputs: dict[str, Any]) -> tuple[Run, float]:
+    def _start(self, inputs: TranscribeInputs) -> tuple[Run, float]:
         options = _parse_inputs(inputs)
         if options["task"] == "translate" and "translate" not in self.capabilities():
             raise bad_request(f"this model ({self.family}) cannot translate; use transcriptions")

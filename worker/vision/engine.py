@@ -35,7 +35,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from protocol.inputs import ChatInputs, Op
+from protocol.inputs import ChatInputs, CompleteInputs, Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
@@ -223,17 +223,15 @@ class VisionEngine:
         return list(self._active)
 
     def admit(self, submit: Submit) -> Delta:
+        asked = submit.inputs
+        assert isinstance(asked, ChatInputs | CompleteInputs)  # the scheduler routes by op
         try:
-            inputs = build_vision_inputs(self._vm, submit.inputs)
-            request = make_text_request(
-                self._vm, submit.request_id, inputs.token_ids, submit.inputs
-            )
-            if getattr(submit.inputs, "talker_speaker", None) is not None:
-                check_talker_request(self._vm, submit.inputs, request)
+            inputs = build_vision_inputs(self._vm, asked)
+            request = make_text_request(self._vm, submit.request_id, inputs.token_ids, asked)
+            if isinstance(asked, ChatInputs) and asked.talker_speaker is not None:
+                check_talker_request(self._vm, asked, request)
                 eos = self._vm.model.config.im_end_token_id
-                talker = TalkerGeneration(
-                    request, inputs, submit.inputs, eos, self._talker_max_frames
-                )
+                talker = TalkerGeneration(request, inputs, asked, eos, self._talker_max_frames)
                 self._active[submit.request_id] = talker  # type: ignore[assignment]
                 return request.accepted()
         except RequestError as exc:
@@ -245,7 +243,7 @@ class VisionEngine:
             return terminal(submit.request_id, FinishReason.ERROR, error=internal(exc))
         # Video requests skip every cache: the feature cache's encoders are written for images,
         # and a video's stills would share the conversation key of a request without them.
-        video = bool(submit.inputs.videos) if isinstance(submit.inputs, ChatInputs) else False
+        video = bool(asked.videos) if isinstance(asked, ChatInputs) else False
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
@@ -265,7 +263,8 @@ class VisionEngine:
         # Conversations with images continue from their own KV cache (worker/vision/turns.py);
         # audio ones cannot, for the reason above.
         if inputs.images and not inputs.audios and not video and self.turns.enabled:
-            generation.lease = self.turns.take(media_key(submit.inputs.images), inputs.token_ids)
+            images = asked.images if isinstance(asked, ChatInputs) else []
+            generation.lease = self.turns.take(media_key(images), inputs.token_ids)
             kwargs["prompt_cache_state"] = generation.lease.state
         self._active[submit.request_id] = generation
         return generation.request.accepted()

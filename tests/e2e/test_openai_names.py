@@ -1,17 +1,21 @@
 """Clients that hard-code OpenAI's (or Anthropic's) names, against the real server: `tts-1` with
-`voice="alloy"`, `whisper-1`, `text-embedding-3-small`, every id and alias of `models.list()` used for every capability it
+`voice="alloy"`, `whisper-1`, `text-embedding-3-small`, `gpt-image-1`, every id and alias of `models.list()` used for every capability it
 lists, `--model-alias 'claude-*'` on `/v1/messages`, the 404 naming the served models, and the
 base URL answering without a key."""
 
 from __future__ import annotations
 
+import io
+
 import anthropic
 import httpx
 import openai
 import pytest
+from PIL import Image
 
 from tests.support.server import model_name, openai_client
 from tests.support.stt_audio import speech_wav
+from worker.tiny_models import ensure_checkpoint
 
 TEXT = "Hello there."
 HI = [{"role": "user", "content": "Hi"}]
@@ -78,6 +82,20 @@ def _use(client, capability: str, model: str, wav) -> None:
         )
         answer = client.post(f"/{capability}", body=body, cast_to=httpx.Response).json()
         assert len(answer["results" if capability == "rerank" else "data"]) == 2
+    elif capability == "image_out":
+        steps = {"seed": 1, "num_inference_steps": 2}
+        picture = client.images.generate(
+            model=model, prompt="a fox", size="32x32", extra_body=steps
+        )
+        assert picture.data[0].b64_json
+    elif capability == "image_edit":
+        png = io.BytesIO()
+        Image.new("RGB", (32, 32), "teal").save(png, format="PNG")
+        edited = client.images.edit(
+            model=model, image=("a.png", png.getvalue(), "image/png"), prompt="a fox",
+            extra_body={"seed": 1, "num_inference_steps": 2},
+        )  # fmt: skip
+        assert edited.data[0].b64_json
     elif capability in ("transcribe", "translate"):
         create = client.audio.transcriptions.create
         if capability == "translate":
@@ -93,10 +111,11 @@ def test_every_listed_id_and_alias_works_for_every_capability_it_lists(
 ):
     models = client.models.list().data
     ids = [m.id for m in models]
-    paths = (qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path)
+    image = str(ensure_checkpoint("z_image", "tiny"))
+    paths = (qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path, image)
     assert ids == [model_name(p) for p in paths]
     tasks = [m.model_dump()["task"] for m in models]  # what a UI reads to list chat models only
-    assert tasks == ["chat", "speech", "transcription", "embedding"]
+    assert tasks == ["chat", "speech", "transcription", "embedding", "image"]
     for model in models:
         card = model.model_dump()
         assert client.models.retrieve(model.id).model_dump() == card
@@ -144,4 +163,4 @@ def test_the_base_url_answers_without_a_key(full_server):
     assert (body["object"], body["name"], body["status"]) == ("server", "vllm-omni-mlx", "ready")
     assert "models" not in body  # the ids need the key
     keyed = httpx.get(f"{full_server.url}/v1", headers=full_server.headers, timeout=10).json()
-    assert len(keyed["models"]) == 4
+    assert len(keyed["models"]) == 5

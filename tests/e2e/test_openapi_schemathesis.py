@@ -4,12 +4,15 @@ The document is the one the gateway serves (built from the tables its parsers ch
 against; a test below checks the served one is this one), so this finds where what is
 documented and what is done part: a schema-valid request that gets a 5xx, or an answer that
 does not match its documented schema. Hooks point requests at the served models, keep
-generation short and upload a real WAV, as in test_schemathesis.py. Bounded: `EXAMPLES` per
+generation short and pictures small, and upload a real WAV and a PNG, as in
+test_schemathesis.py. Bounded: `EXAMPLES` per
 operation. Left out: `loadModel` (it would swap the model under the other operations).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,13 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+from PIL import Image
 
 from gateway.openapi.document import build_document
 from tests.support.schemathesis_runs import bounded, call_and_check, chance
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
+from worker.tiny_models import ensure_checkpoint
 
 EXAMPLES = 20
 MAX_OUTPUT_TOKENS = 6
@@ -43,6 +48,8 @@ _MODEL_OF = {
     "/v1/audio/transcriptions": "asr",
     "/v1/audio/translations": "asr",
     "/v1/embeddings": "embed",
+    "/v1/images/generations": "image",
+    "/v1/images/edits": "image",
 }
 _CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Most generated bodies hold some value this server refuses (a 400 naming it, which is right);
@@ -54,6 +61,8 @@ _SERVABLE = {
     "/v1/responses": ({"model", "input", "instructions", "max_output_tokens", "temperature",
                        "top_p", "stream", "store", "metadata", "top_logprobs", "user"}, "input"),
     "/tokenize": ({"model", "prompt", "add_special_tokens", "return_token_strs"}, "prompt"),
+    "/v1/images/edits": ({"model", "prompt", "image", "images", "n", "size", "seed",
+                          "num_inference_steps", "output_format"}, "prompt"),
 }  # fmt: skip
 _HELLO = [{"role": "user", "content": "Hello"}]
 _FILES = {"/v1/audio/transcriptions": "file", "/v1/audio/translations": "file",
@@ -69,7 +78,9 @@ def target(full_server, qwen3_path, speech_paths, embedding_path, tmp_path_facto
         tts=model_name(speech_paths["tts"]),
         asr=model_name(speech_paths["asr"]),
         embed=model_name(embedding_path),
+        image=model_name(str(ensure_checkpoint("z_image", "tiny"))),
         wav=Path(wav).read_bytes(),
+        png=_png(),
     )
     return {"server": full_server, **_TARGET}
 
@@ -108,7 +119,31 @@ def _servable(context, body):
             body.pop(name, None)
     if path in _FILES and roll < 0.8:
         body[_FILES[path]] = _TARGET["wav"]
+    if path.startswith("/v1/images/"):
+        _small_pictures(path, body, roll)
     return body
+
+
+def _small_pictures(path: str, body: dict[str, Any], roll: float) -> None:
+    """Pictures the tiny image model makes in milliseconds (auto is 1024x1024: seconds)."""
+    size = str(body.get("size") or "auto").lower().split("x")
+    if roll < 0.8 or size == ["auto"] or (len(size) == 2 and all(p.isdigit() for p in size)):
+        body["size"] = "32x32"
+    for name, most in (("n", 2), ("num_inference_steps", 4)):
+        if isinstance(body.get(name), int) and not isinstance(body.get(name), bool):
+            body[name] = min(body[name], most)
+    if path == "/v1/images/edits" and roll < 0.8:
+        if "images" in body:  # JSON: the picture by data: URL
+            url = "data:image/png;base64," + base64.b64encode(_TARGET["png"]).decode()
+            body["images"] = [{"image_url": url}]
+        else:
+            body["image"] = _TARGET["png"]
+
+
+def _png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), "teal").save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 @SCHEMA.hook("map_path_parameters")

@@ -134,14 +134,15 @@ SCHEMAS: dict[str, Schema] = {
             "resident_bytes": _doc(_or_null(COUNT), "--models FILE: its worker's RSS (Linux)."),
             "reason": _doc(STRING, "--models FILE: why it failed or is not ready."),
             "task": _doc(
-                _or_null(_enum("chat", "speech", "transcription", "embedding", "rerank")),
-                "What the model is for, so a UI can keep speech, transcription and embedding "
-                "models out of its chat list; once a worker is ready.",
+                _or_null(_enum("chat", "speech", "transcription", "embedding", "rerank", "image")),
+                "What the model is for, so a UI can keep speech, transcription, embedding and "
+                "image models out of its chat list; once a worker is ready.",
             ),
             "capabilities": _array(
                 STRING,
                 "What it does (`chat`, `complete`, `image_in`, `audio_in`, `video_in`, `speech`, "
-                "`transcribe`, `translate`, `embed`, `rerank`, `score`); once a worker is ready.",
+                "`transcribe`, `translate`, `embed`, `rerank`, `score`, `image_out`, "
+                "`image_edit`); once a worker is ready.",
             ),
             "max_model_len": _doc(INTEGER, "Its context length in tokens, when known."),
             "aliases": _array(STRING, "OpenAI's names that reach it (`tts-1`, `whisper-1`, ...)."),

@@ -291,6 +291,6 @@ def _read_size(text: str | None) -> tuple[int, int] | None:
     if text is None or text == "auto":
         return None
     parts = text.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() and len(p) <= 5 for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 5 for p in parts):
         raise invalid("size", f"`size` must be WIDTHxHEIGHT (e.g. 1024x1024) or auto, got {text!r}")
     return int(parts[0]), int(parts[1])

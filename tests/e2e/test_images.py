@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import tempfile
 import time
 
 import httpx
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.support.image_direct import direct_picture
 from tests.support.server import SAME_BLAS, model_name, openai_client
 from worker.tiny_models import ensure_checkpoint
 
@@ -50,23 +52,13 @@ def chat_and_moss(start_server, qwen3_path, moss_path):
 
 
 def direct(path: str, seed: int, steps: int, size: int, source: bytes | None = None) -> np.ndarray:
-    """What mlx-vlm makes when called directly on the checkpoint."""
-    from mlx_vlm.generate.edit_image import ImageEditRequest, edit_image, load_image_edit_model
-    from mlx_vlm.generate.image import (
-        ImageGenerationRequest,
-        generate_image,
-        load_image_generation_model,
-    )
-
+    """What mlx-vlm makes when called directly on the checkpoint (an edit of `source`)."""
     if source is None:
-        model = load_image_generation_model(path)
-        request = ImageGenerationRequest(PROMPT, seed=seed, steps=steps, width=size, height=size)
-        return np.array(generate_image(model, request).array)
-    with open("/tmp/vomlx-test-edit-source.png", "wb") as file:
+        return direct_picture(path, PROMPT, seed, steps, size)
+    with tempfile.NamedTemporaryFile(suffix=".png") as file:
         file.write(source)
-    model = load_image_edit_model(path)
-    edit = ImageEditRequest(PROMPT, ("/tmp/vomlx-test-edit-source.png",), seed=seed, steps=steps)
-    return np.array(edit_image(model, edit).array)
+        file.flush()
+        return direct_picture(path, PROMPT, seed, steps, size, file.name)
 
 
 def pixels(b64: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from PIL import Image
 
 from protocol.inputs import ImageInputs
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
+from tests.support.image_direct import direct_picture
 from worker.images.engine import ImageEngine, load_image_engine
 from worker.runtime.stats import WorkerStats
 from worker.tiny_models import ensure_checkpoint
@@ -41,19 +42,7 @@ def moss_engine(moss) -> ImageEngine:
 
 
 def direct(path: str, seed: int, steps: int, size: int = 64, source: str | None = None):
-    from mlx_vlm.generate.edit_image import ImageEditRequest, edit_image, load_image_edit_model
-    from mlx_vlm.generate.image import (
-        ImageGenerationRequest,
-        generate_image,
-        load_image_generation_model,
-    )
-
-    if source is None:
-        model = load_image_generation_model(path)
-        request = ImageGenerationRequest(PROMPT, seed=seed, steps=steps, width=size, height=size)
-        return np.array(generate_image(model, request).array)
-    edit = ImageEditRequest(PROMPT, (source,), seed=seed, steps=steps)
-    return np.array(edit_image(load_image_edit_model(path), edit).array)
+    return direct_picture(path, PROMPT, seed, steps, size, source)
 
 
 def run(engine: ImageEngine, *submits: Submit) -> dict[str, list[Delta]]:

@@ -35,7 +35,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 17
+PROTOCOL_VERSION = 18
 
 
 class Tag(IntEnum):

@@ -120,3 +120,5 @@ class ImageInfo(WireStruct):
     side_multiple: int  # width and height are multiples of it
     edit: bool  # takes a picture to edit (/v1/images/edits)
     previews: bool  # can show partial images while it denoises
+    max_guidance: float | None = None  # the largest guidance scale it takes (None: any)
+    default_edit_steps: int | None = None  # an edit's default steps (None: default_steps)

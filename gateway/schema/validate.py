@@ -2,7 +2,7 @@
 the typed readers (gateway/schema/readers.py), which do the scalar checks themselves.
 
 Supported: `type` (one or a list; null always passes: it reads as "not set"), `enum`,
-`minimum` / `exclusiveMinimum` / `maximum`, `minLength`, `items`, `minItems` / `maxItems`,
+`minimum` / `exclusiveMinimum` / `maximum`, `minLength` / `maxLength`, `items`, `minItems` / `maxItems`,
 `properties` with `additionalProperties: false` and `required`, `anyOf`. Names in messages are
 JSON paths: `stream_options.include_usage`, `input[2]`.
 """
@@ -67,6 +67,9 @@ def check_value(name: str, value: Any, schema: dict[str, Any], deep: bool = True
         f.string(holder, name)
         if len(value) < schema.get("minLength", 0):
             raise invalid(name, f"`{name}` must be a non-empty string")
+        most = schema.get("maxLength")
+        if most is not None and len(value) > most:
+            raise invalid(name, f"`{name}` is {len(value)} characters, over the {most} allowed")
     elif kind == "boolean":
         f.boolean(holder, name)
     elif kind == "object":

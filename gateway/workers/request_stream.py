@@ -7,7 +7,7 @@ they arrive (text, reasoning, token ids and logprobs concatenated, the argument 
 tool call joined): the buffer holds one pending delta per switch between reasoning, text and
 tool calls, plus the terminal one. Audio (PCM) is never merged but capped: past
 `max_audio_bytes` waiting, the stream ends itself with a "slow_reader" error and drops the
-audio. Deltas pushed after the terminal one are dropped, so a request sees exactly one
+audio. Pictures (and their previews) are capped the same way, past `MAX_PENDING_IMAGE_BYTES`. Deltas pushed after the terminal one are dropped, so a request sees exactly one
 terminal delta even when the gateway and the worker both end it.
 """
 
@@ -81,6 +81,8 @@ def merge_into(last: Delta, delta: Delta) -> None:
 # Audio cannot be merged into less: past this many bytes of PCM waiting for its reader, a
 # request is cut off (terminal "slow_reader" error; OpenRequests then aborts it at the worker).
 MAX_PENDING_AUDIO_BYTES = 8 << 20  # about 3 minutes of 24 kHz int16 speech
+# Pictures likewise (RGB bytes): five of the largest (2048x2048) a worker makes.
+MAX_PENDING_IMAGE_BYTES = 64 << 20
 
 
 class RequestStream:
@@ -91,6 +93,7 @@ class RequestStream:
         self._wakeup = asyncio.Event()
         self._max_audio_bytes = max_audio_bytes or MAX_PENDING_AUDIO_BYTES
         self._audio_bytes = 0  # PCM in _pending
+        self._image_bytes = 0  # picture pixels in _pending
 
     @property
     def finished(self) -> bool:
@@ -102,7 +105,12 @@ class RequestStream:
         if delta.audio:
             self._audio_bytes += len(delta.audio)
             if self._audio_bytes > self._max_audio_bytes:
-                self._cut_off()
+                self._cut_off(f"audio too slowly: over {self._max_audio_bytes} bytes waited")
+                return
+        if delta.images:
+            self._image_bytes += sum(len(picture.pixels) for picture in delta.images)
+            if self._image_bytes > MAX_PENDING_IMAGE_BYTES:
+                self._cut_off(f"pictures too slowly: over {MAX_PENDING_IMAGE_BYTES} bytes waited")
                 return
         last = self._pending[-1] if self._pending else None
         if last is not None and mergeable(last, delta):
@@ -127,13 +135,12 @@ class RequestStream:
     def take(self) -> list[Delta]:
         """Everything pending now (maybe nothing), merged: no two of it could be one delta."""
         batch, self._pending = self._pending, []
-        self._audio_bytes = 0
+        self._audio_bytes = self._image_bytes = 0
         return batch
 
-    def _cut_off(self) -> None:
-        message = f"the client read audio too slowly: over {self._max_audio_bytes} bytes waited"
-        error = ErrorInfo(ErrorCode.SLOW_READER, message)
+    def _cut_off(self, what: str) -> None:
+        error = ErrorInfo(ErrorCode.SLOW_READER, f"the client read {what}")
         self.terminal = Delta(self.request_id, finish_reason=FinishReason.ERROR, error=error)
-        self._pending = [self.terminal]  # the waiting audio is dropped
-        self._audio_bytes = 0
+        self._pending = [self.terminal]  # the waiting audio or pictures are dropped
+        self._audio_bytes = self._image_bytes = 0
         self._wakeup.set()

@@ -185,10 +185,12 @@ BAD = [
     ({"background": "transparent"}, "background"),
     ({"output_format": "gif"}, "output_format"),
     ({"guidance_scale": -1}, "guidance_scale"),
+    ({"guidance_scale": 2}, "guidance_scale"),  # Z-Image Turbo: 0 to 1
     ({"seed": -5}, "seed"),
     ({"frobnicate": 1}, "frobnicate"),
     ({"prompt": ""}, "prompt"),
     ({"prompt": "word " * 2000}, "prompt"),
+    ({"prompt": "x" * 32001}, "prompt"),
     ({"model": "whisper-1"}, "model"),
 ]
 
@@ -224,7 +226,13 @@ def test_bad_edits_are_4xx_naming_the_field_and_the_worker_serves_on(
             {"input_fidelity": "high"},
             "input_fidelity",
         ),
-        ({"image": ("a.png", source_png(8), "image/png")}, {}, "size"),
+        ({"image": ("a.png", source_png(8), "image/png")}, {}, "image"),  # auto: 8 px a side
+        ({"image": ("a.png", source_png()[:-40], "image/png")}, {}, "image"),  # truncated
+        (
+            {"image": ("a.png", source_png(), "image/png")},
+            {"guidance_scale": "2"},
+            "guidance_scale",
+        ),
     ]
     for files, more, param in cases:
         response = httpx.post(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
+import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -23,6 +25,20 @@ def png(seed: int, size: tuple[int, int] = (80, 64)) -> bytes:
     out = io.BytesIO()
     Image.fromarray(pixels).save(out, format="PNG")
     return out.getvalue()
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that declares width x height but holds (almost) no data: a decompression bomb's
+    header. Decoding it would allocate width*height*3 bytes."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 16)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 def data_url(data: bytes) -> str:

@@ -9,8 +9,8 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.workers.request_stream import RequestStream, mergeable
-from protocol.messages import Delta, TokenLogprob, ToolCallDelta, Usage
+from gateway.workers.request_stream import MAX_PENDING_IMAGE_BYTES, RequestStream, mergeable
+from protocol.messages import Delta, ErrorCode, ImageOut, TokenLogprob, ToolCallDelta, Usage
 
 
 def pending(*deltas: Delta) -> list[Delta]:
@@ -68,6 +68,19 @@ def test_logprobs_and_token_ids_are_concatenated():
 def test_the_terminal_delta_is_never_merged():
     got = pending(Delta("r", text="a"), Delta("r", finish_reason="stop", usage=Usage(1, 1)))
     assert [d.finish_reason for d in got] == [None, "stop"]
+
+
+def test_pictures_waiting_past_the_cap_end_the_stream_as_a_slow_reader():
+    side = 2048
+    big = ImageOut(0, side, side, bytes(side * side * 3), 1, partial=0)
+    read_in_time = pending(Delta("r", images=[big]), Delta("r", images=[big]))
+    assert len(read_in_time[0].images) == 2  # under the cap: merged, kept
+    stream = RequestStream("r")
+    for _ in range(MAX_PENDING_IMAGE_BYTES // len(big.pixels) + 1):
+        stream.push(Delta("r", images=[big]))
+    (terminal,) = asyncio.run(stream.__anext__())
+    assert terminal.error is not None and terminal.error.code == ErrorCode.SLOW_READER
+    assert "pictures" in terminal.error.message and terminal.images == []
 
 
 _pieces = st.one_of(

@@ -13,12 +13,13 @@ import pytest
 from PIL import Image
 
 from protocol.inputs import ImageInputs
-from protocol.messages import Delta, ImageOut, Usage
+from protocol.messages import Delta, ErrorCode, ErrorInfo, ImageOut, Usage
 from protocol.ready import Capability, ImageInfo
 from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
 from tests.support.openai_spec import validate
+from tests.support.vision import png_header_only
 
-INFO = ImageInfo("/models/tiny", "z_image", 9, 0.0, 2, 100, 16, 2048, 16, True, True)
+INFO = ImageInfo("/models/tiny", "z_image", 9, 0.0, 2, 100, 16, 2048, 16, True, True, 1.0, 6)
 MOSS = ImageInfo("/models/tiny", "moss_image", 50, 3.0, 1, 100, 16, 2048, 16, False, True)
 
 
@@ -133,6 +134,8 @@ def test_response_format_url_is_a_data_url():
         ({"response_format": "file"}, "response_format"),
         ({"seed": 2**40}, "seed"),
         ({"guidance_scale": "high"}, "guidance_scale"),
+        ({"guidance_scale": 1.5}, "guidance_scale"),  # this model takes 0 to 1
+        ({"prompt": "x" * 32001}, "prompt"),
         ({"whatever": 1}, "whatever"),
     ],
 )
@@ -145,15 +148,84 @@ def test_bad_generations_are_400s_naming_the_field_and_reach_no_worker(change, p
     assert fake.requests == []
 
 
+def png_bytes(side: int = 40) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), "red").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def test_an_edit_to_a_model_that_only_generates_names_image():
     fake = engine(done(picture(0)), info=MOSS)
     with make_client(fake) as client:
         response = client.post(
             "/v1/images/edits",
             data={"prompt": "x"},
-            files={"image": ("a.png", b"png", "image/png")},
+            files={"image": ("a.png", png_bytes(), "image/png")},
+        )
+        as_json = client.post(
+            "/v1/images/edits",
+            json={
+                "prompt": "x",
+                "images": [
+                    {"image_url": "data:image/png;base64," + base64.b64encode(png_bytes()).decode()}
+                ],
+            },
         )
     assert response.status_code == 400 and response.json()["error"]["param"] == "image"
+    assert "does not edit" in response.json()["error"]["message"]
+    assert as_json.status_code == 400
+    assert as_json.json()["error"]["param"] == "images[0].image_url"
+
+
+def test_an_edit_form_picture_is_checked_like_one_by_url_before_any_worker():
+    fake = engine(done(picture(0)))
+    truncated = png_bytes()[:-30]
+    with make_client(fake) as client:
+        answers = [
+            client.post(
+                "/v1/images/edits",
+                data={"prompt": "x"},
+                files={"image": ("a.png", data, "image/png")},
+            )
+            for data in (png_header_only(9000, 9000), truncated, b"GIF89a not really")
+        ]
+    for response in answers:
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == "image"
+    assert "pixels" in answers[0].json()["error"]["message"]
+    assert fake.requests == []
+
+
+def test_previews_only_with_a_stream_and_quality_scales_an_edits_own_default():
+    fake = engine(done(picture(0)), done(picture(0)))
+    with make_client(fake) as client:
+        client.post(
+            "/v1/images/generations", json={"prompt": "a fox", "size": "32x32", "partial_images": 2}
+        )
+        client.post(
+            "/v1/images/edits",
+            data={"prompt": "x", "quality": "high"},
+            files={"image": ("a.png", png_bytes(), "image/png")},
+        )
+    assert fake.requests[0].inputs.partial_images == 0  # nothing would carry them
+    assert fake.requests[1].inputs.steps == 12  # high: double the edit default of 6, not 9
+
+
+def test_a_worker_refusal_of_a_json_edits_picture_names_its_url():
+    refusal = [
+        Delta(
+            "r", finish_reason="error", usage=Usage(0, 0),
+            error=ErrorInfo(ErrorCode.BAD_REQUEST, "image: a 4000x40 picture; pass a size"),
+        )
+    ]  # fmt: skip
+    fake = engine(refusal)
+    url = "data:image/png;base64," + base64.b64encode(png_bytes()).decode()
+    with make_client(fake) as client:
+        response = client.post(
+            "/v1/images/edits", json={"prompt": "x", "images": [{"image_url": url}]}
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "images[0].image_url"
 
 
 def test_a_server_without_an_image_model_says_how_to_add_one():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import struct
-import zlib
 
 import pytest
 from PIL import Image
@@ -17,26 +16,13 @@ from gateway.media.images import check_image
 from gateway.media.inline import decode_base64, parse_data_url
 from gateway.media.problems import MediaRejected
 from gateway.media.video import check_video, sniff_video_container
+from tests.support.vision import png_header_only
 
 
 def png(width: int = 8, height: int = 6) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (width, height), (200, 30, 40)).save(buffer, "PNG")
     return buffer.getvalue()
-
-
-def png_header_only(width: int, height: int) -> bytes:
-    """A PNG that declares width x height but holds (almost) no data: a decompression bomb's
-    header. Decoding it would allocate width*height*3 bytes."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    idat = zlib.compress(b"\x00" * 16)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
 def rejected(call, *args) -> MediaRejected:

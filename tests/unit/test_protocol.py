@@ -126,7 +126,8 @@ PINNED_FIELDS = {
     ),
     ImageInfo: (
         "model_path", "family", "default_steps", "default_guidance", "min_steps", "max_steps",
-        "min_side", "max_side", "side_multiple", "edit", "previews",
+        "min_side", "max_side", "side_multiple", "edit", "previews", "max_guidance",
+        "default_edit_steps",
     ),
     ImageOut: ("index", "width", "height", "pixels", "seed", "partial"),
     TextInfo: ("max_context", "batching", "talker_speakers", "adapters"),
@@ -187,7 +188,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 17
+    assert PROTOCOL_VERSION == 18
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)

@@ -6,6 +6,8 @@ run between steps; bad input is a bad_request naming the field before any work."
 from __future__ import annotations
 
 import io
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from PIL import Image
 from protocol.inputs import ImageInputs
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
 from tests.support.image_direct import direct_picture
+from tests.support.vision import png_header_only
 from worker.images.engine import ImageEngine, load_image_engine
 from worker.runtime.stats import WorkerStats
 from worker.tiny_models import ensure_checkpoint
@@ -111,6 +114,29 @@ def test_previews_come_before_their_picture_and_steps_are_counted(z_engine):
     assert [p.partial for d in few["q"] for p in d.images] == [0, 1, None]
 
 
+def test_requests_take_turns_one_denoising_step_per_engine_step(z_engine):
+    for rid in ("t1", "t2"):
+        z_engine.admit(Submit(rid, ImageInputs(PROMPT, 64, 64, steps=20, seed=1), False))
+    for _ in range(6):  # three turns each: the prompt's encoding, then two steps
+        assert z_engine.step() == []
+    ended = z_engine.abort(["t1", "t2"])
+    assert [d.usage.completion_tokens for d in ended] == [2, 2]
+
+
+def test_a_library_failure_mid_run_is_an_internal_error_not_a_bad_request(
+    z_engine, monkeypatch, caplog
+):
+    def broken(job, index):
+        raise ValueError("shapes do not match")
+
+    monkeypatch.setattr(z_engine, "_generate", broken)
+    out = run(z_engine, Submit("f", ImageInputs(PROMPT, 64, 64, steps=3, seed=1), False))
+    terminal = out["f"][-1]
+    assert terminal.finish_reason == FinishReason.ERROR
+    assert terminal.error.code == ErrorCode.INTERNAL
+    assert "image request f failed" in caplog.text
+
+
 def test_an_abort_stops_the_run_between_steps(z_engine):
     z_engine.admit(Submit("x", ImageInputs(PROMPT, 64, 64, steps=50, seed=1), False))
     for _ in range(4):
@@ -122,7 +148,7 @@ def test_an_abort_stops_the_run_between_steps(z_engine):
     assert z_engine.step() == []
 
 
-def test_an_edit_equals_direct_edit_image(z_engine, z_image, tmp_path):
+def test_an_edit_equals_direct_edit_image(z_engine, z_image, tmp_path, own_tempdir):
     picture = Image.fromarray((np.indices((72, 56)).sum(0) % 256).astype(np.uint8)).convert("RGB")
     source = tmp_path / "in.png"
     picture.save(source)
@@ -131,6 +157,7 @@ def test_an_edit_equals_direct_edit_image(z_engine, z_image, tmp_path):
         Submit("e", ImageInputs(PROMPT, 0, 0, steps=3, seed=8, image=source.read_bytes()), False),
     )
     got = pictures(out["e"])[0]
+    assert [p.name for p in edit_files()] == []  # the picture's file went with the request
     assert got.shape == (64, 48, 3)  # 72 high, 56 wide: rounded down to multiples of 16
     assert np.array_equal(got, direct(z_image, 8, 3, source=str(source)))
 
@@ -142,9 +169,26 @@ def _refusal(engine: ImageEngine, inputs: ImageInputs) -> str:
     return delta.error.message
 
 
-def test_bad_input_is_refused_naming_the_field(z_engine, moss_engine):
+def encoded(picture: Image.Image, kind: str = "PNG") -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, format=kind)
+    return buffer.getvalue()
+
+
+def edit_files() -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob("vomlx-edit-*"))
+
+
+@pytest.fixture
+def own_tempdir(tmp_path, monkeypatch):
+    """The engine's temporary files go to this test's own folder (tests run side by side)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+def test_bad_input_is_refused_naming_the_field(z_engine, moss_engine, own_tempdir):
     png = io.BytesIO()
     Image.new("RGB", (64, 64)).save(png, format="PNG")
+    wide = encoded(Image.new("RGB", (2100, 32)))
     cases = [
         (z_engine, ImageInputs(PROMPT, 72, 64), "size"),
         (z_engine, ImageInputs(PROMPT, 4096, 64), "size"),
@@ -154,9 +198,38 @@ def test_bad_input_is_refused_naming_the_field(z_engine, moss_engine):
         (z_engine, ImageInputs(PROMPT, 64, 64, guidance=float("nan")), "guidance"),
         (z_engine, ImageInputs(" ", 64, 64), "prompt"),
         (z_engine, ImageInputs("word " * 700, 64, 64), "prompt"),
+        (z_engine, ImageInputs(PROMPT, 64, 64, guidance=2.0), "guidance"),  # Turbo: 0 to 1
         (z_engine, ImageInputs(PROMPT, 0, 0, image=b"not a picture"), "image"),
+        (
+            z_engine,
+            ImageInputs(PROMPT, 0, 0, image=encoded(Image.new("RGB", (64, 64)), "GIF")),
+            "image",
+        ),
+        (z_engine, ImageInputs(PROMPT, 0, 0, image=png_header_only(9000, 9000)), "image"),
+        (z_engine, ImageInputs(PROMPT, 0, 0, image=wide), "image"),  # auto: its own 2096 wide
+        (z_engine, ImageInputs(PROMPT, 64, 4096, image=png.getvalue()), "size"),
         (moss_engine, ImageInputs(PROMPT, 64, 64, image=png.getvalue()), "image"),
     ]
     for engine, inputs, field in cases:
         assert _refusal(engine, inputs).startswith(f"{field}:"), field
     assert z_engine.active_ids() == [] and moss_engine.active_ids() == []
+    assert edit_files() == []  # no picture left behind by a refused edit
+
+
+def test_an_edit_whose_prompt_cannot_be_read_leaves_no_file_behind(
+    z_engine, monkeypatch, own_tempdir
+):
+    def unreadable(prompt):
+        raise RuntimeError("tokenizer failed")
+
+    monkeypatch.setattr(z_engine.model, "prompt_tokens", unreadable)
+    inputs = ImageInputs(PROMPT, 0, 0, image=encoded(Image.new("RGB", (64, 64))))
+    with pytest.raises(RuntimeError):
+        z_engine.admit(Submit("u", inputs, False))
+    assert edit_files() == [] and z_engine.active_ids() == []
+
+
+def test_the_ready_info_says_turbo_takes_no_guidance_and_an_edits_default_steps(z_engine):
+    info = z_engine.ready_info()
+    assert info.max_guidance == 1.0
+    assert info.default_edit_steps == z_engine.model.edit.default_sampling.steps

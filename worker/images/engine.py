@@ -3,9 +3,9 @@
 
 Each picture is one call of mlx-vlm's `generate_image` (an edit: `edit_image`) on the loaded
 model, run in a `Run` (worker/images/paced.py) that pauses at every call of the denoising
-transformer: `step()` resumes every active request's run once, so one step of each request's
-denoising runs per worker iteration and aborts, deadlines and the other engines' requests get
-the thread between steps. Picture i of a request is generated with seed `seed + i` after
+transformer: `step()` resumes one active request's run once, the requests taking turns, so one
+denoising step runs per worker iteration and aborts, deadlines and the other engines' requests
+(a chat's next token) get the thread between any two steps. Picture i of a request is generated with seed `seed + i` after
 picture i - 1, and is pixel for pixel what `generate_image` makes directly with that seed.
 Previews (`partial_images`): the latents after evenly spaced steps, decoded as the pipeline
 decodes its final ones (worker/images/families.py), sent as they are made. A picture goes out
@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 
 MAX_IMAGES = 10  # pictures per request (OpenAI's bound on n)
 MAX_PARTIAL_IMAGES = 3  # previews per picture (OpenAI's bound on partial_images)
+# An edit's picture: read by these decoders only, and at most this many pixels (the gateway's
+# --max-image-pixels is checked first; this bounds what a remote gateway could send).
+SOURCE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp"}
+MAX_SOURCE_PIXELS = 64 << 20
 
 
 @dataclass
@@ -77,6 +81,7 @@ class ImageEngine:
     def __init__(self, model: ImageModel) -> None:
         self.model = model
         self._jobs: dict[str, _Job] = {}
+        self._last: str | None = None  # the request step() advanced last
         self._stats: Any = None
 
     def bind_stats(self, stats: Any) -> None:
@@ -98,23 +103,29 @@ class ImageEngine:
         return Delta(submit.request_id)
 
     def step(self) -> list[Delta]:
-        deltas = []
-        for job in list(self._jobs.values()):
-            try:
-                delta = self._advance(job)
-            except RequestError as exc:
-                delta = self._end(job, FinishReason.ERROR, exc.info())
-            except (ValueError, TypeError) as exc:  # the pipeline refused the input
-                delta = self._end(job, FinishReason.ERROR, bad_request(str(exc)).info())
-            except Exception as exc:
-                log.exception(
-                    "image request %s failed", job.submit.request_id,
-                    extra=named(job.submit.request_id),
-                )  # fmt: skip
-                delta = self._end(job, FinishReason.ERROR, internal(exc))
-            if delta is not None:
-                deltas.append(delta)
-        return deltas
+        job = self._next_job()
+        if job is None:
+            return []
+        self._last = job.submit.request_id
+        try:
+            delta = self._advance(job)
+        except RequestError as exc:
+            delta = self._end(job, FinishReason.ERROR, exc.info())
+        except Exception as exc:  # the request was checked up front: the library failed
+            log.exception(
+                "image request %s failed", job.submit.request_id,
+                extra=named(job.submit.request_id),
+            )  # fmt: skip
+            delta = self._end(job, FinishReason.ERROR, internal(exc))
+        return [delta] if delta is not None else []
+
+    def _next_job(self) -> _Job | None:
+        """The request after the one advanced last (in arrival order), so each takes turns."""
+        ids = list(self._jobs)
+        if not ids:
+            return None
+        after = ids.index(self._last) + 1 if self._last in self._jobs else 0
+        return self._jobs[ids[after % len(ids)]]
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
         return [
@@ -144,6 +155,10 @@ class ImageEngine:
             side_multiple=family.side_multiple,
             edit=self.model.edit is not None,
             previews=True,
+            max_guidance=self.model.max_guidance,
+            default_edit_steps=(
+                self.model.default_steps_of(editing=True) if self.model.edit is not None else None
+            ),
         )
 
     # -- requests --------------------------------------------------------------------------
@@ -168,6 +183,12 @@ class ImageEngine:
             math.isfinite(inputs.guidance) and inputs.guidance >= 0
         ):
             raise bad_request(f"guidance: must be a finite number >= 0, got {inputs.guidance}")
+        most = self.model.max_guidance
+        if inputs.guidance is not None and most is not None and inputs.guidance > most:
+            raise bad_request(
+                f"guidance: this {family.name} model takes 0 to {most:g} (it is distilled "
+                f"without classifier-free guidance), got {inputs.guidance:g}"
+            )
         width, height = inputs.width, inputs.height
         source = None
         if inputs.image is not None:
@@ -185,9 +206,10 @@ class ImageEngine:
                     f"prompt: {tokens} tokens, over the {family.max_prompt_tokens} the "
                     f"{family.name} text encoder reads"
                 )
-        except RequestError:
+        except BaseException:  # a refusal, or the tokenizer failing: no file left behind
             if source is not None:
-                source.unlink()
+                with contextlib.suppress(OSError):
+                    source.unlink()
             raise
         steps = family.denoising_steps(
             inputs.steps or self.model.default_steps_of(editing), editing
@@ -200,24 +222,38 @@ class ImageEngine:
             job.previews_at = frozenset(s for s in spaced if 1 <= s < steps)
         return job
 
-    @staticmethod
-    def _source(data: bytes, width: int, height: int) -> tuple[Path, tuple[int, int]]:
-        """The picture to edit, as a PNG file, and the size of the result: the request's, or
-        the picture's rounded down to the family's multiple (as the pipeline does)."""
+    def _source(self, data: bytes, width: int, height: int) -> tuple[Path, tuple[int, int]]:
+        """The picture to edit, as a file for the library (its bytes as sent: the gateway
+        decoded it whole), and the size of the result: the request's, or the picture's rounded
+        down to the family's multiple (as the pipeline does). Only the header is read here."""
         from PIL import Image, UnidentifiedImageError
 
         try:
-            with Image.open(io.BytesIO(data)) as picture:
-                picture = picture.convert("RGB")
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            with Image.open(io.BytesIO(data), formats=list(SOURCE_FORMATS)) as picture:
+                kind, (wide, high) = str(picture.format), picture.size
+        except Image.DecompressionBombError:
+            raise bad_request(
+                f"image: over the {MAX_SOURCE_PIXELS} pixels this server edits"
+            ) from None
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
             raise bad_request(
                 "image: not a picture this server can read (PNG, JPEG, WebP)"
             ) from None
-        if not width or not height:
-            width, height = picture.width - picture.width % 16, picture.height - picture.height % 16
-        handle, name = tempfile.mkstemp(prefix="vomlx-edit-", suffix=".png")
+        if wide * high > MAX_SOURCE_PIXELS:
+            raise bad_request(
+                f"image: {wide}x{high} pixels, over the {MAX_SOURCE_PIXELS} this server edits"
+            )
+        if not width or not height:  # size auto: the picture's own
+            family = self.model.family
+            width, height = wide - wide % family.side_multiple, high - high % family.side_multiple
+            if not family.min_side <= min(width, height) <= max(width, height) <= MAX_SIDE:
+                raise bad_request(
+                    f"image: a {wide}x{high} picture; with size auto the result takes its size, "
+                    f"which must be {family.min_side} to {MAX_SIDE} pixels a side: pass a size"
+                )
+        handle, name = tempfile.mkstemp(prefix="vomlx-edit-", suffix=SOURCE_FORMATS[kind])
         with os.fdopen(handle, "wb") as file:
-            picture.save(file, format="PNG")
+            file.write(data)
         return Path(name), (width, height)
 
     def _advance(self, job: _Job) -> Delta | None:

@@ -3,8 +3,9 @@
 mlx-vlm loads and runs every family through one interface (`load_image_generation_model`,
 `generate_image`). Pacing its loop (worker/images/paced.py) and showing previews need three
 facts the interface does not give, so a family is served only where they are known and tested:
-- `prepare`: load the denoising transformer and the decoder now (the pipelines load them
-  lazily inside the first generation; the paced denoiser must be in place before it);
+- `prepare`: load the text encoder, the denoising transformer and the decoder now (the
+  pipelines load some lazily inside the first generation; the paced denoiser must be in place
+  before it, and the first request should not pay for a load);
 - `preview`: the latents a denoising step starts from, decoded to a picture exactly as the
   pipeline decodes its final latents (uint8, height x width x 3);
 - the sizes and step counts its pipeline takes (it raises on others; the gateway checks first).
@@ -33,6 +34,9 @@ class Family:
     max_prompt_tokens: int = 512
     # The denoising steps its loop runs for a request of `steps` (an edit: True).
     denoising_steps: Callable[[int, bool], int] = lambda steps, editing: steps
+    # The largest guidance scale the loaded pipeline takes (None: any); its generate raises on
+    # a larger one, which the worker refuses up front instead.
+    max_guidance: Callable[[Any], float | None] = lambda pipeline: None
 
 
 def _z_image_prepare(pipeline: Any) -> None:
@@ -42,6 +46,11 @@ def _z_image_prepare(pipeline: Any) -> None:
 def _z_image_preview(pipeline: Any, latents: Any) -> Any:
     images = pipeline._decode_latents(latents[:1])
     return images[0] if images.ndim == 4 else images
+
+
+def _z_image_max_guidance(pipeline: Any) -> float | None:
+    """Turbo is distilled without classifier-free guidance: 0 to 1 (guidance off) only."""
+    return 1.0 if pipeline.config.variant == "turbo" else None
 
 
 def _z_image_steps(steps: int, editing: bool) -> int:
@@ -55,8 +64,10 @@ def _z_image_steps(steps: int, editing: bool) -> int:
 
 
 def _moss_image_prepare(pipeline: Any) -> None:
-    from mlx_vlm.models.moss_image.weights import load_transformer, load_vae
+    from mlx_vlm.models.moss_image.weights import load_text_encoder, load_transformer, load_vae
 
+    if pipeline.text_encoder is None:
+        pipeline.text_encoder = load_text_encoder(pipeline.model_path)
     if pipeline.transformer is None:
         pipeline.transformer = load_transformer(pipeline.model_path)
     if pipeline.vae is None:
@@ -75,7 +86,12 @@ FAMILIES: dict[str, Family] = {
     # Z-Image (Tongyi-MAI): Qwen3 text encoder, single-stream DiT, Flux VAE; edits (img2img).
     # Its N requested steps run N - 1 denoising steps, so it takes 2 at least.
     "z_image": Family(
-        "z_image", _z_image_prepare, _z_image_preview, min_steps=2, denoising_steps=_z_image_steps
+        "z_image",
+        _z_image_prepare,
+        _z_image_preview,
+        min_steps=2,
+        denoising_steps=_z_image_steps,
+        max_guidance=_z_image_max_guidance,
     ),
     # MOSS-Image (OpenMOSS): Qwen3.5 text encoder, DiT, Flux2 VAE; generation only.
     "moss_image": Family(

@@ -18,6 +18,7 @@ class ImageModel:
     edit: Any | None  # its ImageEditModel on the same pipeline, where the family edits
     default_steps: int
     default_guidance: float
+    max_guidance: float | None = None  # the largest guidance scale it takes (None: any)
 
     @property
     def pipeline(self) -> Any:
@@ -69,4 +70,12 @@ def load_image_model(path: str) -> ImageModel:
         # the same pipeline, not a second copy of the weights
         edit = edit_class(pipeline=pipeline, model_id=generation.model_id)
     defaults = generation.default_sampling
-    return ImageModel(path, family, generation, edit, int(defaults.steps), float(defaults.guidance))
+    return ImageModel(
+        path,
+        family,
+        generation,
+        edit,
+        int(defaults.steps),
+        float(defaults.guidance),
+        family.max_guidance(pipeline),
+    )

@@ -8,12 +8,15 @@ and steps its Ready section (`image`) allows are checked before anything is sent
 away aborts the request between two denoising steps. With `stream`, server-sent events:
 `image_generation.partial_image` (an edit: `image_edit.partial_image`) for each preview asked
 for with `partial_images`, then `image_generation.completed` (`image_edit.completed`) for each
-picture, with the usage so far; a failure after the start is an `error` event.
+picture, with the usage so far; a failure after the start is an `error` event. Pictures are
+encoded (PNG / JPEG / WebP, base64) in a thread, never on the event loop.
 """
 
 from __future__ import annotations
 
-from functools import partial
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -37,13 +40,14 @@ from gateway.http.multipart import read_form
 from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.http.streaming import (
     Ending,
-    Opened,
     StreamedResponse,
     enter_one,
     keepalive_for,
     open_stream,
 )
+from gateway.media.images import check_image
 from gateway.media.parts import MediaItem
+from gateway.media.problems import MediaRejected
 from gateway.media.resolve import media_settings, resolve_media
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
@@ -69,7 +73,14 @@ async def edits(request: Request) -> Response:
     form = await read_form(
         request, request.app.state.config.max_body_bytes, "image", "the picture to edit"
     )
-    return await _serve(request, parse_edit(form), "image_edit")
+    call = parse_edit(form)
+    assert call.image is not None
+    try:  # as a picture by URL is checked (gateway/media/resolve.py): whole, and not too large
+        pixels = media_settings(request).max_image_pixels
+        await asyncio.to_thread(check_image, call.image, pixels, "the picture")
+    except MediaRejected as exc:
+        raise APIError(400, f"`image`: {exc.message}", param="image", code=exc.code) from None
+    return await _serve(request, call, "image_edit")
 
 
 async def _serve(request: Request, call: ImageCall, events: str) -> Response:
@@ -81,13 +92,13 @@ async def _serve(request: Request, call: ImageCall, events: str) -> Response:
         raise APIError(
             400,
             f"The model `{name}` makes pictures but does not edit them ({info.family})",
-            param="image",
+            param=call.image_param,
             code="model_not_supported",
         )
     inputs = call.inputs(info)
     if call.stream:
         return await _stream(request, engine, call, inputs, events)
-    pictures, usage = await _collect(request, engine, inputs)
+    pictures, usage = await _collect(request, engine, inputs, call)
     body = await run_in_threadpool(response_body, call, pictures, usage)
     return JSONResponse(body)
 
@@ -121,16 +132,18 @@ def _image_info(engine: EngineClient, name: str) -> ImageInfo:
 
 
 async def _collect(
-    request: Request, engine: EngineClient, inputs: ImageInputs
+    request: Request, engine: EngineClient, inputs: ImageInputs, call: ImageCall
 ) -> tuple[list[ImageOut], Usage]:
     watcher = DisconnectWatcher(request.receive)
     try:
-        return await watcher.run(_pictures(engine, inputs))
+        return await watcher.run(_pictures(engine, inputs, call))
     finally:
         watcher.close()
 
 
-async def _pictures(engine: EngineClient, inputs: ImageInputs) -> tuple[list[ImageOut], Usage]:
+async def _pictures(
+    engine: EngineClient, inputs: ImageInputs, call: ImageCall
+) -> tuple[list[ImageOut], Usage]:
     pictures: list[ImageOut] = []
     async with engine.request(inputs, False) as batches:
         async for batch in batches:
@@ -139,23 +152,39 @@ async def _pictures(engine: EngineClient, inputs: ImageInputs) -> tuple[list[Ima
                 if delta.finish_reason is not None:
                     error = errors.terminal_error(delta)
                     if error is not None:
-                        raise named(error)
+                        raise named(error, call)
                     return pictures, delta.usage or Usage(0, 0)
     raise errors.no_terminal("image request")
 
 
 async def _stream(
     request: Request, engine: EngineClient, call: ImageCall, inputs: ImageInputs, events: str
-) -> StreamedResponse[list[Delta]]:
-    enter = partial(enter_one, engine, inputs, what="image request")
-    try:
-        opened: Opened[list[Delta]] = await open_stream(
-            request, enter, keepalive_for(request, SSE_COMMENT)
-        )
-    except APIError as exc:  # refused before the stream started: an HTTP status
-        raise named(exc) from None
+) -> StreamedResponse[tuple[list[bytes], Ending]]:
     frames = _Frames(call, events)
-    return StreamedResponse(opened, frames.encode, _sse_error, "image request", None, None)
+
+    async def enter(
+        stack: AsyncExitStack,
+    ) -> tuple[AsyncIterator[tuple[list[bytes], Ending]], tuple[list[bytes], Ending]]:
+        batches, first = await enter_one(engine, inputs, stack, what="image request")
+        return _encoded(batches, frames), await asyncio.to_thread(frames.encode, first)
+
+    try:
+        opened = await open_stream(request, enter, keepalive_for(request, SSE_COMMENT))
+    except APIError as exc:  # refused before the stream started: an HTTP status
+        raise named(exc, call) from None
+    return StreamedResponse(opened, _as_encoded, _sse_error, "image request", None, None)
+
+
+async def _encoded(
+    batches: AsyncIterator[list[Delta]], frames: _Frames
+) -> AsyncIterator[tuple[list[bytes], Ending]]:
+    """Each batch's events, the pictures in them encoded in a thread."""
+    async for batch in batches:
+        yield await asyncio.to_thread(frames.encode, batch)
+
+
+def _as_encoded(encoded: tuple[list[bytes], Ending]) -> tuple[list[bytes], Ending]:
+    return encoded
 
 
 class _Frames:
@@ -174,7 +203,7 @@ class _Frames:
             if delta.finish_reason is None:
                 continue
             error = errors.terminal_error(delta)
-            return writes, named(error) if error is not None else True
+            return writes, named(error, self.call) if error is not None else True
         return writes, False
 
     def _event(self, picture: ImageOut) -> bytes:
@@ -196,11 +225,12 @@ _API_NAMES = {"steps": "num_inference_steps", "guidance": "guidance_scale"}
 _FIELDS = ("prompt", "size", "n", "image", "partial_images", *_API_NAMES)
 
 
-def named(error: APIError) -> APIError:
-    """A worker's 400 with `param`: the field its message names first (`size: ...`)."""
+def named(error: APIError, call: ImageCall) -> APIError:
+    """A worker's 400 with `param`: the field its message names first (`size: ...`), as the
+    request holds it (a JSON edit's picture is `images[0].image_url`)."""
     field = error.message.split(":", 1)[0]
     if error.status == 400 and error.param is None and field in _FIELDS:
-        error.param = _API_NAMES.get(field, field)
+        error.param = call.image_param if field == "image" else _API_NAMES.get(field, field)
     return error
 
 

@@ -34,6 +34,7 @@ QUALITIES = ("auto", "standard", "medium", "low", "high", "hd")
 FORMATS = ("png", "jpeg", "webp")
 IMAGE_FILES = ("image", "image[]")
 SEED_MAX = 2**31 - 1
+MAX_PROMPT_CHARS = 32000  # OpenAI's bound (gpt-image-1); the worker also bounds its tokens
 
 
 def _not_transparent(body: dict, name: str) -> None:
@@ -56,7 +57,9 @@ def _no_mask(body: dict, name: str) -> None:
 
 
 _COMMON = {
-    "prompt": s.string("What to draw, or how to change the picture.", minLength=1),
+    "prompt": s.string(
+        "What to draw, or how to change the picture.", minLength=1, maxLength=MAX_PROMPT_CHARS
+    ),
     "model": s.string(
         "The served image model's id, or one of OpenAI's names for it (gpt-image-1, "
         "gpt-image-1-mini, dall-e-3, dall-e-2); default: the served image model."
@@ -145,10 +148,12 @@ class ImageCall:
     stream: bool
     partial_images: int
     image: bytes | None = None  # an edit's picture
+    image_param: str = "image"  # where the request holds it (a JSON edit: its URL)
 
     def inputs(self, info: ImageInfo) -> ImageInputs:
-        """The worker's request, once the model is known: sizes and steps checked against it
-        (a 400 naming `size` / `num_inference_steps` / `partial_images`)."""
+        """The worker's request, once the model is known: sizes, steps and guidance checked
+        against it (a 400 naming `size` / `num_inference_steps` / `guidance_scale` /
+        `partial_images`). Previews are asked for only when a stream will carry them."""
         width, height = self._size(info)
         return ImageInputs(
             prompt=self.prompt,
@@ -156,10 +161,10 @@ class ImageCall:
             height=height,
             n=self.n,
             steps=self._steps(info),
-            guidance=self.guidance,
+            guidance=self._guidance(info),
             seed=self.seed,
             image=self.image,
-            partial_images=self.partial_images if info.previews else self._no_previews(),
+            partial_images=self._previews(info) if self.stream else 0,
         )
 
     def _size(self, info: ImageInfo) -> tuple[int, int]:
@@ -190,12 +195,25 @@ class ImageCall:
         factor = {"low": 0.5, "high": 2.0, "hd": 2.0}.get(self.quality)
         if factor is None:
             return None  # the model's own default
-        return max(least, min(info.max_steps, round(info.default_steps * factor)))
+        default = info.default_steps
+        if self.image is not None and info.default_edit_steps is not None:
+            default = info.default_edit_steps
+        return max(least, min(info.max_steps, round(default * factor)))
 
-    def _no_previews(self) -> int:
-        if self.partial_images:
+    def _guidance(self, info: ImageInfo) -> float | None:
+        most = info.max_guidance
+        if self.guidance is not None and most is not None and self.guidance > most:
+            raise invalid(
+                "guidance_scale",
+                f"`guidance_scale` must be 0 to {most:g} for this model (it is distilled "
+                "without classifier-free guidance)",
+            )
+        return self.guidance
+
+    def _previews(self, info: ImageInfo) -> int:
+        if self.partial_images and not info.previews:
             raise unsupported("partial_images", "previews on this model")
-        return 0
+        return self.partial_images
 
 
 def parse_generation(body: dict[str, Any]) -> ImageCall:
@@ -260,10 +278,10 @@ def edit_json_url(body: dict[str, Any]) -> str:
 
 def parse_edit_json(body: dict[str, Any], picture: bytes) -> ImageCall:
     """A JSON edit whose picture was fetched (`edit_json_url` checked the body)."""
-    return _call(body, picture)
+    return _call(body, picture, "images[0].image_url")
 
 
-def _call(body: dict[str, Any], picture: bytes | None) -> ImageCall:
+def _call(body: dict[str, Any], picture: bytes | None, image_param: str = "image") -> ImageCall:
     return ImageCall(
         model=string(body, "model") or None,
         prompt=string(body, "prompt") or "",
@@ -280,6 +298,7 @@ def _call(body: dict[str, Any], picture: bytes | None) -> ImageCall:
         stream=bool(boolean(body, "stream")),
         partial_images=integer(body, "partial_images", 0, 3) or 0,
         image=picture,
+        image_param=image_param,
     )
 
 

@@ -2,7 +2,7 @@
 (and, for Kokoro, vs onnxruntime on the int8 ONNX export it was converted from).
 
     python -m scripts.bench_speech --model TTS_DIR --url http://127.0.0.1:8000 [--runs 5]
-        [--onnx kokoro-v1.0.int8.onnx]
+        [--onnx kokoro-v1.0.int8.onnx] [--intervals 0.16,2.0]
 
 The server (`vllm-omni-mlx serve TTS_DIR --omni`, already running at --url) is asked for a
 streamed PCM response; direct runs call the same `model.generate(**kwargs)` the worker's engine
@@ -10,7 +10,9 @@ makes (TtsEngine.generate_kwargs) in this process. Runs alternate server / direc
 seeds, so both see the same machine state; the medians and their ratios are printed as a
 Markdown table. Time to first audio: from the call to the first audio bytes (server: the first
 body bytes after the headers; direct: the first chunk mlx-audio yields). Real-time factor:
-wall time / seconds of audio (below 1: faster than real time).
+wall time / seconds of audio (below 1: faster than real time). `--intervals` adds direct runs
+of a streaming family at other `streaming_interval`s (Qwen3-TTS: the worker's earlier 0.16 s,
+mlx-audio's own default 2.0 s), in the same alternation.
 
 Compare like with like: give this process the BLAS the worker has (the worker preloads
 OpenBLAS on Linux unless started with `--blas bundled`; start this with the same LD_PRELOAD).
@@ -46,7 +48,9 @@ class Run:
         return self.total / self.audio_seconds
 
 
-def direct_run(engine, seed: int, text: str, voice: str | None) -> Run:
+def direct_run(
+    engine, seed: int, text: str, voice: str | None, interval: float | None = None
+) -> Run:
     import mlx.core as mx
 
     from worker.speech.families import SpeechRequest, check_voice
@@ -54,6 +58,8 @@ def direct_run(engine, seed: int, text: str, voice: str | None) -> Run:
     request = SpeechRequest(text=text, voice=voice)
     voice = check_voice(engine.family, engine.voices, request)
     kwargs = engine.generate_kwargs(SpeechRequest(text=text, voice=voice))
+    if interval is not None:
+        kwargs["streaming_interval"] = interval
     mx.random.seed(seed)
     started = time.perf_counter()
     first, samples = None, 0
@@ -131,7 +137,14 @@ def main(argv: list[str] | None = None) -> None:
         help="Kokoro: also one direct run with mlx-audio's own decoder (the worker's faster CPU "
         "forms, worker/speech/kokoro_fast.py, taken out)",
     )
+    parser.add_argument(
+        "--intervals",
+        default="",
+        help="streaming families: also direct runs at these streaming_intervals (comma-separated "
+        "seconds)",
+    )
     args = parser.parse_args(argv)
+    intervals = [float(x) for x in args.intervals.split(",") if x]
 
     from worker.speech.engine import load_tts_engine
 
@@ -149,9 +162,12 @@ def main(argv: list[str] | None = None) -> None:
         session = onnxruntime.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
         onnx_run(session, engine, args.text, args.voice)
     server, direct, onnx = [], [], []
+    other: dict[float, list[Run]] = {interval: [] for interval in intervals}
     for seed in range(1, args.runs + 1):
         server.append(server_run(client, model, seed, args.text, args.voice, rate))
         direct.append(direct_run(engine, seed, args.text, args.voice))
+        for interval, runs in other.items():
+            runs.append(direct_run(engine, seed, args.text, args.voice, interval))
         if session is not None:
             onnx.append(onnx_run(session, engine, args.text, args.voice))
 
@@ -169,6 +185,19 @@ def main(argv: list[str] | None = None) -> None:
         f"| audio per request | {median(direct, 'audio_seconds'):.2f} s | "
         f"{median(server, 'audio_seconds'):.2f} s | | |"
     )
+    if other:
+        print()
+        print(
+            "| direct at streaming_interval | first audio | real-time factor | server / it: first "
+            "audio | server / it: RTF |"
+        )
+        print("| --- | --- | --- | --- | --- |")
+        for interval, runs in other.items():
+            ttfa_i, rtf_i = median(runs, "first_audio"), median(runs, "rtf")
+            print(
+                f"| {interval:g} s | {ttfa_i * 1000:.0f} ms | {rtf_i:.3f} | "
+                f"{ttfa_s / ttfa_i:.2f} | {rtf_s / rtf_i:.2f} |"
+            )
     if onnx:
         ttfa_o, rtf_o = median(onnx, "first_audio"), median(onnx, "rtf")
         print()

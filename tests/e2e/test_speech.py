@@ -24,7 +24,7 @@ from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT
 from worker.tiny_models import ensure_checkpoint
 
-INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
+INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
 LOSSY_SLACK = 2560  # samples a lossy codec may add (encoder delay, padding to whole frames)
 
 

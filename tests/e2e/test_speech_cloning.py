@@ -22,7 +22,7 @@ from tests.support.server import SAME_BLAS
 from tests.support.speech import TEXT, sine_wav
 from worker.tiny_models import ensure_checkpoint
 
-INTERVAL = 0.16
+INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
 REF_TEXT = "Hello there."
 
 

@@ -232,7 +232,7 @@ def test_moss_without_a_reference_voice_is_400(moss, moss_path):
 
 # -- Qwen3-TTS VoiceDesign: a voice described by `instructions` -------------------------------
 
-INTERVAL = 0.16  # the worker's default streamed chunk: 2 Qwen3-TTS codec frames
+INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
 
 
 def test_voice_design_voices_show_descriptions_and_no_presets(design, design_path):

@@ -57,7 +57,7 @@ def run(engine: TtsEngine, s: Submit) -> list:
 
 def direct(model, seed: int, **kwargs) -> bytes:
     mx.random.seed(seed)
-    chunks = model.generate(text=TEXT, stream=True, streaming_interval=0.16, **kwargs)
+    chunks = model.generate(text=TEXT, stream=True, streaming_interval=0.08, **kwargs)
     return b"".join(to_pcm16(r.audio) for r in chunks)
 
 

@@ -21,7 +21,7 @@ from worker.speech.audio import decode_reference, to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 from worker.tiny_models import ensure_checkpoint
 
-INTERVAL = 0.16  # the engine's default: 2 codec frames per streamed chunk
+INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,15 @@ def test_qwen3_tts_streams_audio_before_the_generation_ends(qwen3):
     audio = [d for d in deltas if d.audio]
     assert len(audio) >= 2 and deltas[-1].finish_reason == "stop"
     assert all(d.sample_rate == 8000 for d in audio)
+
+
+def test_the_first_audio_is_one_codec_frame_and_a_seeded_stream_repeats_bit_for_bit(qwen3):
+    first = run(qwen3, submit("a", voice="ryan", seed=4))["a"]
+    again = run(qwen3, submit("a", voice="ryan", seed=4))["a"]
+    audio = [d.audio for d in first if d.audio]
+    frame_samples = qwen3.sample_rate * 2 // 25  # 12.5 frames a second
+    assert len(audio[0]) == 2 * frame_samples  # int16: the first chunk is one frame
+    assert audio == [d.audio for d in again if d.audio]
 
 
 def test_interleaved_requests_each_get_the_audio_they_get_alone(qwen3):
@@ -221,8 +230,8 @@ def test_a_qwen3_tts_step_makes_one_chunk_of_frames_or_one_codec_stage(qwen3, wo
     assert all(t == 0 or c == 0 for t, c in per_step), "frames and decoding in separate steps"
     assert frames and max(frames) <= round(INTERVAL * 12.5), "a yield: one streamed chunk"
     assert stages and max(stages) == 1, "one decoder stage a step"
-    # The 6 frames of the tiny checkpoint: 3 chunks, each decoded over several steps.
-    assert len(stages) == 3 * 2 * 4  # chunks x upsampling blocks x (upsample + 3 units)
+    # The 6 frames of the tiny checkpoint: 6 chunks, each decoded over several steps.
+    assert len(stages) == 6 * 2 * 4  # chunks x upsampling blocks x (upsample + 3 units)
 
 
 def test_an_abort_in_the_middle_of_a_chunks_decoding_leaves_the_model_as_it_was(qwen3):

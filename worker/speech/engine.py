@@ -6,7 +6,7 @@ mlx-audio's model, worker/speech/kokoro_speaker.py). `step()` does one bounded u
 every active request, round robin, and sends what it produced at once as `Delta(audio=<int16
 LE>, sample_rate=...)`. A unit is one yield of the generator, except where that would hold the
 worker's one MLX thread (and the chat requests next to it) long:
-- Qwen3-TTS (streams every `streaming_interval` seconds of audio, 2 codec frames by default):
+- Qwen3-TTS (streams every `streaming_interval` seconds of audio, 1 codec frame by default):
   the yield makes only the frames; their codec decoding is recorded and then replayed over the
   following steps, one decoder stage per step (worker/speech/staged.py), the same computation
   as mlx-audio's, split where its lazy graph can be evaluated in parts;
@@ -49,7 +49,12 @@ from worker.speech.state import ModuleState, RequestState
 log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
-DEFAULT_STREAMING_INTERVAL = 0.16  # seconds of audio per streamed chunk (2 Qwen3-TTS frames)
+# Seconds of audio per streamed chunk: one Qwen3-TTS codec frame (12.5 a second), so the first
+# audio waits for one frame, not two. Every chunk is one frame, not a growing schedule: the
+# codec decodes a longer chunk in a different float rounding (up to 3.4e-6, which can move an
+# int16 sample by one), and a stream must equal the same request unstreamed and mlx-audio's own
+# call; one frame costs at most 4% in real-time factor (docs/benchmarks.md).
+DEFAULT_STREAMING_INTERVAL = 0.08
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
 MAX_CACHED_REFERENCES = 32

@@ -103,9 +103,12 @@ def _mlx_vlm_load(path: str) -> tuple[Any, Any]:
     return load(path)
 
 
-def direct_vlm_tokens(path: str, images: list[bytes], text: str, max_tokens: int) -> list[int]:
+def direct_vlm_tokens(
+    path: str, images: list[bytes], text: str, max_tokens: int, **kwargs: Any
+) -> list[int]:
     """Greedy tokens of mlx-vlm called directly (its own load, apply_chat_template and
-    stream_generate on the PIL images) for `mlx_vlm_message(text, len(images))`."""
+    stream_generate on the PIL images, with `kwargs`) for `mlx_vlm_message(text,
+    len(images))`."""
     from mlx_vlm import stream_generate
     from mlx_vlm.prompt_utils import apply_chat_template
 
@@ -115,7 +118,13 @@ def direct_vlm_tokens(path: str, images: list[bytes], text: str, max_tokens: int
     pictures = [Image.open(io.BytesIO(b)) for b in images]
     results = list(
         stream_generate(
-            model, processor, prompt, image=pictures, max_tokens=max_tokens, temperature=0.0
+            model,
+            processor,
+            prompt,
+            image=pictures,
+            max_tokens=max_tokens,
+            temperature=0.0,
+            **kwargs,
         )
     )
     return results[-1].token_ids

@@ -145,13 +145,43 @@ def test_repeated_image_is_served_from_the_vision_cache(engine):
 
 def test_abort_mid_generation_ends_the_request(engine):
     assert engine.admit(submit("a", [png(9)], max_tokens=50)).finish_reason is None
-    engine.step()
-    engine.step()
+    tokens = 0
+    while tokens < 2:
+        tokens += sum(len(d.token_ids) for d in engine.step())
     (ended,) = engine.abort(["a", "unknown"])
     assert ended.finish_reason == FinishReason.ABORT
     assert ended.usage.completion_tokens == 2
     assert engine.active_ids() == []
     assert run_all(engine, submit("b", [png(9)]))["b"]["end"].finish_reason == FinishReason.LENGTH
+
+
+def test_a_prefill_runs_a_unit_a_step_and_a_text_request_beside_it_decodes_meanwhile(vm, path):
+    engine = VisionEngine(vm, prefill_step_size=8)  # chunks of 8: the prompt is about 40
+    text = chat_submit("t", [{"role": "user", "content": "Hello"}], max_tokens=30)
+    assert engine.admit(text).finish_reason is None
+    while not any(d.token_ids for d in engine.step()):  # the text request decodes now
+        pass
+    assert engine.admit(submit("a", [png(11)])).finish_reason is None
+    order = []  # which requests gave a token, step by step
+    while engine.active_ids():
+        order.append({d.request_id for d in engine.step() if d.token_ids})
+    first_picture_token = next(i for i, ids in enumerate(order) if "a" in ids)
+    text_tokens_before = sum("t" in ids for ids in order[:first_picture_token])
+    # The vision tower, then one chunk a step: the text request decodes all along.
+    assert first_picture_token >= 5 and text_tokens_before >= 5
+    direct = direct_vlm_tokens(path, [png(11)], QUESTION, MAX_TOKENS, prefill_step_size=8)
+    assert run_all(engine, submit("b", [png(11)]))["b"]["tokens"] == direct
+
+
+def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path):
+    engine = VisionEngine(vm, prefill_step_size=8)
+    assert engine.admit(submit("a", [png(12)])).finish_reason is None
+    for _ in range(3):  # the vision tower and two chunks, no token yet
+        assert engine.step() == []
+    (ended,) = engine.abort(["a"])
+    assert ended.finish_reason == FinishReason.ABORT and ended.usage.completion_tokens == 0
+    direct = direct_vlm_tokens(path, [png(12)], QUESTION, MAX_TOKENS, prefill_step_size=8)
+    assert run_all(engine, submit("b", [png(12)]))["b"]["tokens"] == direct
 
 
 def test_corrupt_image_is_a_bad_request_and_the_engine_goes_on(engine):

@@ -2,9 +2,11 @@
 
 Each request runs on its own `mlx_vlm.stream_generate` generator (batch-1), fed the inputs
 worker/vision/prompt.py prepared exactly as mlx-vlm would; `step()` advances every active
-generator by one token, round robin, so aborts and deadlines apply between tokens. (The first
-`next()` runs the request's whole prefill, vision encoding included: mlx-vlm offers no smaller
-unit there.) The request's own sampler and logits processors go to mlx-vlm, and every token it
+generator by one unit, round robin, so aborts and deadlines apply between units. A unit is one
+token, or during the prefill one call of the vision tower or one prefill chunk
+(`prefill_step_size` tokens): the generator runs in a greenlet paused before each
+(worker/vision/paced.py), so another request's tokens are held for one chunk at most, not for
+a whole prefill. The request's own sampler and logits processors go to mlx-vlm, and every token it
 yields goes once through the same `TextRequest` the text engines use (EOS, max_tokens, stop
 strings, detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
 `mlx_vlm.generate` on the same messages and files.
@@ -43,6 +45,7 @@ from worker.runtime.request_log import named
 from worker.text.request import TextRequest, make_text_request, terminal
 from worker.vision.features import CountingVisionCache, prefill_features
 from worker.vision.model import VisionModel
+from worker.vision.paced import PAUSED, StepRun, pace
 from worker.vision.prompt import VisionInputs, build_vision_inputs
 from worker.vision.talker import TalkerGeneration, check_talker_request, talker_speakers
 from worker.vision.turns import ConversationCache, Lease, media_key
@@ -105,31 +108,19 @@ class VisionGeneration:
         self.uses_apc = kwargs.get("apc_manager") is not None
         self._inputs = inputs
         self._kwargs = kwargs
-        self._results: Iterator[Any] | None = None
+        self._results: StepRun | None = None
         self._state: dict[str, Any] = {}
         self.lease: Lease | None = None  # its conversation state, when it has images
         self.looked_up = False  # its prefix-cache lookup (the first advance) was counted
 
-    def advance(self, vm: VisionModel, state: _ModelState) -> Delta:
-        """Generates one token and returns its Delta (the first call runs the prefill)."""
-        from mlx_vlm import stream_generate
-
+    def advance(self, vm: VisionModel, state: _ModelState) -> Delta | None:
+        """Generates one token and returns its Delta; None: a unit of the prefill ran."""
         if self._results is None:
             self._state = state.fresh()
-            inputs = self._inputs
-            cache = self._kwargs.get("vision_cache")
-            if cache is not None:
-                prefill_features(cache, vm.model, inputs.tensors, bool(inputs.images))
-            self._results = stream_generate(
-                vm.model,
-                vm.processor,
-                inputs.prompt,
-                image=inputs.images or None,
-                audio=inputs.audios or None,
-                **inputs.tensors,
-                **self._kwargs,
-            )
+            self._results = StepRun(lambda: self._start(vm))
         result = self._next(state)
+        if result is PAUSED:
+            return None
         request = self.request
         if result is not None:
             request.cached_tokens = result.cached_tokens or 0
@@ -156,26 +147,50 @@ class VisionGeneration:
                 self.close()
         return delta
 
+    def _start(self, vm: VisionModel) -> Iterator[Any]:
+        """mlx-vlm's generator for the request (run inside its StepRun)."""
+        from mlx_vlm import stream_generate
+
+        inputs = self._inputs
+        cache = self._kwargs.get("vision_cache")
+        if cache is not None:
+            prefill_features(cache, vm.model, inputs.tensors, bool(inputs.images))
+        return stream_generate(  # type: ignore[no-any-return]
+            vm.model,
+            vm.processor,
+            inputs.prompt,
+            image=inputs.images or None,
+            audio=inputs.audios or None,
+            **inputs.tensors,
+            **self._kwargs,
+        )
+
     def _next(self, state: _ModelState) -> Any:
+        """The generator's next result, PAUSED, or None at its end."""
+        assert self._results is not None
         state.put(self._state)
         try:
-            return next(self._results)  # type: ignore[arg-type]
-        except StopIteration:
-            return None
+            step = self._results.advance()
         finally:
             self._state = state.take()
+        if step is PAUSED:
+            return PAUSED
+        return None if step is None else step[0]
 
     def _drain(self, state: _ModelState) -> None:
         """Runs the generator to its end (at most the closing result, then its APC store)."""
         for _ in range(2):
-            if self._next(state) is None:
+            result = self._next(state)
+            while result is PAUSED:  # (no prefill is left; a unit would still be run through)
+                result = self._next(state)
+            if result is None:
                 self._results = None
                 return
         self.close()
 
     def close(self) -> None:
         if self._results is not None:
-            self._results.close()  # type: ignore[attr-defined]
+            self._results.stop()
             self._results = None
 
 
@@ -194,6 +209,7 @@ class VisionEngine:
         talker_max_frames: int = 4096,
     ) -> None:
         self._vm = vision_model
+        pace(vision_model.model)
         self._talker_max_frames = talker_max_frames
         self._prefill_step_size = prefill_step_size
         self.apc_manager = apc_manager
@@ -289,6 +305,8 @@ class VisionEngine:
                 self._end(request_id, keep=False)
                 deltas.append(generation.request.end(FinishReason.ERROR, error))
                 continue
+            if advanced is None:  # a unit of its prefill
+                continue
             if not generation.looked_up:
                 generation.looked_up = True
                 self._count_lookup(generation)
@@ -300,7 +318,7 @@ class VisionEngine:
         return deltas
 
     def _count_lookup(self, generation: VisionGeneration) -> None:
-        """The first advance ran the prefill, so mlx-vlm's cached tokens are known now: one
+        """The first token came, so the prefill ran and mlx-vlm's cached tokens are known: one
         prefix-cache lookup, counted for requests that went through a cache (APC or turns)."""
         if self.stats is None:
             return

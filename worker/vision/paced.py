@@ -1,0 +1,141 @@
+"""A vision request's prefill in bounded units: mlx-vlm's generator, paused before each unit.
+
+`mlx_vlm.stream_generate` runs a request's whole prefill inside its first `next()`: the vision
+tower on every picture, then the language model over the prompt in chunks of
+`prefill_step_size` tokens. The worker's engines must do one bounded unit of work per step, so
+that the other requests on the MLX thread (another vision request's tokens, a chat request
+next to it) are not held for all of it. Rather than rewrite mlx-vlm's loop, each request's
+generator runs in a `StepRun`, a greenlet on the same thread, and the model's vision blocks
+and language model are given a class (`pace`) whose call first hands the thread back when it
+is a unit of prefill: one block of the vision tower (its output evaluated there), or a
+language-model call over more than one token (a prefill chunk). A decode step (one token) never pauses, so a request's decoding is one token a
+step as before. The computation is mlx-vlm's own, call for call: a paced request's tokens are
+exactly what `stream_generate` gives directly with the same `prefill_step_size`.
+
+Outside a `StepRun` (a direct call of the library, Qwen3-Omni's talker) the classes are the
+models' own. Each run keeps its own default MLX stream (mlx-vlm enters `mx.stream(...)` inside
+the generator): it is put back when the run resumes and the caller's restored when it pauses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import greenlet
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+PAUSED = object()  # what `StepRun.advance` returns when the run paused before a unit of prefill
+
+
+class StepRun(greenlet.greenlet):
+    """The items of the iterator `start()` returns, one `advance()` at a time; a paced module
+    called inside pauses the run before its work (`advance` then returns `PAUSED`)."""
+
+    def __init__(self, start: Callable[[], Iterator[Any]]) -> None:
+        super().__init__(run=self._loop)
+        self._start = start
+        self.iterator: Iterator[Any] | None = None
+        self._stream: Any = None  # the run's own default stream while it is switched out
+        self.pauses = 0  # units of prefill begun
+
+    def _loop(self) -> Any:
+        self.iterator = self._start()
+        for item in self.iterator:
+            self.parent.switch((item,))
+        return None
+
+    def pause(self) -> None:
+        """Called inside the run, before a unit of prefill: give the thread back."""
+        self.pauses += 1
+        self.parent.switch(PAUSED)
+
+    def advance(self) -> Any:
+        """Runs to the next item (returned as a 1-tuple), a pause (`PAUSED`) or the end (None,
+        and `dead`); an exception of the work is raised here."""
+        self.parent = greenlet.getcurrent()
+        device = mx.default_device()
+        outer = mx.default_stream(device)
+        if self._stream is not None:
+            mx.set_default_stream(self._stream)
+        try:
+            return self.switch()
+        finally:
+            self._stream = mx.default_stream(device)
+            mx.set_default_stream(outer)
+
+    def stop(self) -> None:
+        """Ends the run where it is (a paused prefill's frames unwound) and closes its
+        generator."""
+        if not self.dead and self.iterator is not None:
+            self.throw(greenlet.GreenletExit)
+        close = getattr(self.iterator, "close", None)
+        if close is not None:
+            close()
+
+
+class _PausingTower:
+    """Mixed in before a vision block's class (or the whole tower's, where its blocks are not
+    found): every call is a unit of prefill, its output evaluated within it (MLX is lazy: left
+    unevaluated, the work would run inside the next unit)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        run = greenlet.getcurrent()
+        if not isinstance(run, StepRun):
+            return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        run.pause()
+        out = super().__call__(*args, **kwargs)  # type: ignore[misc]
+        mx.eval([leaf for _, leaf in tree_flatten(out) if isinstance(leaf, mx.array)])
+        return out
+
+
+class _PausingLanguageModel:
+    """Mixed in before a language model's class: a call over more than one token is a unit
+    of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself); a decode step is not."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        run = greenlet.getcurrent()
+        if isinstance(run, StepRun) and _tokens(args, kwargs) > 1:
+            run.pause()
+        return super().__call__(*args, **kwargs)  # type: ignore[misc]
+
+
+def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    embeds = kwargs.get("inputs_embeds")
+    inputs = embeds if embeds is not None else kwargs.get("inputs", args[0] if args else None)
+    shape = getattr(inputs, "shape", ())
+    return int(shape[1]) if len(shape) > 1 else 1
+
+
+# Where mlx-vlm's vision towers keep their transformer blocks: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+# (`blocks`); Gemma 3's SigLIP (`vision_model.encoder.layers`).
+_BLOCK_PATHS = (("blocks",), ("vision_model", "encoder", "layers"), ("encoder", "layers"))
+
+
+def _vision_units(tower: Any) -> list[Any]:
+    """The modules whose calls are the vision tower's units: its blocks, else itself."""
+    for path in _BLOCK_PATHS:
+        found = tower
+        for name in path:
+            found = getattr(found, name, None)
+        if isinstance(found, list) and found:
+            return found
+    return [tower]
+
+
+def _mix(module: Any, mixin: type) -> None:
+    if not isinstance(module, mixin):
+        cls = type(module)
+        module.__class__ = type(f"Paced{cls.__name__}", (mixin, cls), {})
+
+
+def pace(model: Any) -> None:
+    """Gives `model`'s vision blocks and language model their pausing classes (once)."""
+    tower = getattr(model, "vision_tower", None)
+    if tower is not None:
+        for unit in _vision_units(tower):
+            _mix(unit, _PausingTower)
+    language_model = getattr(model, "language_model", None)
+    if language_model is not None:
+        _mix(language_model, _PausingLanguageModel)

@@ -45,6 +45,10 @@ from protocol.messages import Delta
 
 log = logging.getLogger(__name__)
 
+# Seconds one write to a client may stay blocked, for the streams that pass it (the ones whose
+# batches cannot be merged into less while a reader lags: audio, pictures).
+STALL_TIMEOUT = 30.0
+
 T = TypeVar("T")
 B = TypeVar("B")  # one engine batch: list[Delta], or (choice index, Delta) pairs for n > 1
 

@@ -107,7 +107,7 @@ class RequestStream:
             if self._audio_bytes > self._max_audio_bytes:
                 self._cut_off(f"audio too slowly: over {self._max_audio_bytes} bytes waited")
                 return
-        if delta.images:
+        if delta.images and delta.finish_reason is None:  # (the terminal one always goes)
             self._image_bytes += sum(len(picture.pixels) for picture in delta.images)
             if self._image_bytes > MAX_PENDING_IMAGE_BYTES:
                 self._cut_off(f"pictures too slowly: over {MAX_PENDING_IMAGE_BYTES} bytes waited")

@@ -81,6 +81,13 @@ def test_pictures_waiting_past_the_cap_end_the_stream_as_a_slow_reader():
     (terminal,) = asyncio.run(stream.__anext__())
     assert terminal.error is not None and terminal.error.code == ErrorCode.SLOW_READER
     assert "pictures" in terminal.error.message and terminal.images == []
+    # The terminal delta (the last picture) is never what cuts a stream off.
+    stream = RequestStream("r")
+    for _ in range(MAX_PENDING_IMAGE_BYTES // len(big.pixels)):
+        stream.push(Delta("r", images=[big]))
+    stream.push(Delta("r", images=[big], finish_reason="stop", usage=Usage(1, 1)))
+    batch = asyncio.run(stream.__anext__())
+    assert batch[-1].finish_reason == "stop" and batch[-1].images == [big]
 
 
 _pieces = st.one_of(

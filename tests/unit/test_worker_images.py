@@ -229,6 +229,18 @@ def test_an_edit_whose_prompt_cannot_be_read_leaves_no_file_behind(
     assert edit_files() == [] and z_engine.active_ids() == []
 
 
+def test_a_cameras_mpo_jpeg_is_edited_as_its_first_frame(z_engine, z_image, tmp_path, own_tempdir):
+    buffer = io.BytesIO()
+    first = Image.fromarray((np.indices((48, 64)).sum(0) % 256).astype(np.uint8)).convert("RGB")
+    first.save(buffer, format="MPO", save_all=True, append_images=[Image.new("RGB", (64, 48))])
+    assert Image.open(io.BytesIO(buffer.getvalue())).format == "MPO"
+    source = tmp_path / "photo.jpg"
+    source.write_bytes(buffer.getvalue())
+    inputs = ImageInputs(PROMPT, 0, 0, steps=3, seed=2, image=buffer.getvalue())
+    got = pictures(run(z_engine, Submit("m", inputs, False))["m"])[0]
+    assert np.array_equal(got, direct(z_image, 2, 3, source=str(source)))
+
+
 def test_the_ready_info_says_turbo_takes_no_guidance_and_an_edits_default_steps(z_engine):
     info = z_engine.ready_info()
     assert info.max_guidance == 1.0

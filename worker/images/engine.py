@@ -48,6 +48,8 @@ MAX_PARTIAL_IMAGES = 3  # previews per picture (OpenAI's bound on partial_images
 # An edit's picture: read by these decoders only, and at most this many pixels (the gateway's
 # --max-image-pixels is checked first; this bounds what a remote gateway could send).
 SOURCE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp"}
+# What Pillow reports opening them: a camera's JPEG is often MPO (its first frame is the photo).
+_OPENED_AS = {"PNG": "PNG", "JPEG": "JPEG", "MPO": "JPEG", "WEBP": "WEBP"}
 MAX_SOURCE_PIXELS = 64 << 20
 
 
@@ -81,7 +83,7 @@ class ImageEngine:
     def __init__(self, model: ImageModel) -> None:
         self.model = model
         self._jobs: dict[str, _Job] = {}
-        self._last: str | None = None  # the request step() advanced last
+        self._turn = 0  # the position in arrival order of the request step() advances next
         self._stats: Any = None
 
     def bind_stats(self, stats: Any) -> None:
@@ -103,10 +105,12 @@ class ImageEngine:
         return Delta(submit.request_id)
 
     def step(self) -> list[Delta]:
-        job = self._next_job()
-        if job is None:
+        if not self._jobs:
             return []
-        self._last = job.submit.request_id
+        # The requests take turns in arrival order; one that ends leaves its turn to the next.
+        jobs = list(self._jobs.values())
+        job = jobs[self._turn % len(jobs)]
+        self._turn = self._turn % len(jobs) + 1
         try:
             delta = self._advance(job)
         except RequestError as exc:
@@ -117,15 +121,9 @@ class ImageEngine:
                 extra=named(job.submit.request_id),
             )  # fmt: skip
             delta = self._end(job, FinishReason.ERROR, internal(exc))
+        if job.submit.request_id not in self._jobs:
+            self._turn -= 1  # it ended: the next request moved into its place
         return [delta] if delta is not None else []
-
-    def _next_job(self) -> _Job | None:
-        """The request after the one advanced last (in arrival order), so each takes turns."""
-        ids = list(self._jobs)
-        if not ids:
-            return None
-        after = ids.index(self._last) + 1 if self._last in self._jobs else 0
-        return self._jobs[ids[after % len(ids)]]
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
         return [
@@ -190,52 +188,48 @@ class ImageEngine:
                 f"without classifier-free guidance), got {inputs.guidance:g}"
             )
         width, height = inputs.width, inputs.height
-        source = None
+        kind = None
         if inputs.image is not None:
-            source, (width, height) = self._source(inputs.image, width, height)
-        try:
-            for name, side in (("width", width), ("height", height)):
-                if not family.min_side <= side <= MAX_SIDE or side % family.side_multiple:
-                    raise bad_request(
-                        f"size: the {name} must be a multiple of {family.side_multiple} from "
-                        f"{family.min_side} to {MAX_SIDE} pixels, got {side}"
-                    )
-            tokens = self.model.prompt_tokens(inputs.prompt)
-            if tokens > family.max_prompt_tokens:
+            kind, (width, height) = self._source_size(inputs.image, width, height)
+        for name, side in (("width", width), ("height", height)):
+            if not family.min_side <= side <= MAX_SIDE or side % family.side_multiple:
                 raise bad_request(
-                    f"prompt: {tokens} tokens, over the {family.max_prompt_tokens} the "
-                    f"{family.name} text encoder reads"
+                    f"size: the {name} must be a multiple of {family.side_multiple} from "
+                    f"{family.min_side} to {MAX_SIDE} pixels, got {side}"
                 )
-        except BaseException:  # a refusal, or the tokenizer failing: no file left behind
-            if source is not None:
-                with contextlib.suppress(OSError):
-                    source.unlink()
-            raise
+        tokens = self.model.prompt_tokens(inputs.prompt)
+        if tokens > family.max_prompt_tokens:
+            raise bad_request(
+                f"prompt: {tokens} tokens, over the {family.max_prompt_tokens} the "
+                f"{family.name} text encoder reads"
+            )
         steps = family.denoising_steps(
             inputs.steps or self.model.default_steps_of(editing), editing
         )
         seed = inputs.seed if inputs.seed is not None else random.randrange(2**31)
-        job = _Job(submit, inputs, seed, steps, tokens, source)
+        job = _Job(submit, inputs, seed, steps, tokens)
         if inputs.partial_images and steps > 1:
             k = inputs.partial_images
             spaced = {round(steps * (j + 1) / (k + 1)) for j in range(k)}
             job.previews_at = frozenset(s for s in spaced if 1 <= s < steps)
+        if inputs.image is not None and kind is not None:  # last: nothing can refuse it now
+            job.source = _write_source(inputs.image, SOURCE_FORMATS[kind])
         return job
 
-    def _source(self, data: bytes, width: int, height: int) -> tuple[Path, tuple[int, int]]:
-        """The picture to edit, as a file for the library (its bytes as sent: the gateway
-        decoded it whole), and the size of the result: the request's, or the picture's rounded
-        down to the family's multiple (as the pipeline does). Only the header is read here."""
+    def _source_size(self, data: bytes, width: int, height: int) -> tuple[str, tuple[int, int]]:
+        """The format of the picture to edit and the size of the result: the request's, or the
+        picture's rounded down to the family's multiple (as the pipeline does). Only the
+        header is read here (the gateway decoded the picture whole)."""
         from PIL import Image, UnidentifiedImageError
 
         try:
-            with Image.open(io.BytesIO(data), formats=list(SOURCE_FORMATS)) as picture:
-                kind, (wide, high) = str(picture.format), picture.size
+            with Image.open(io.BytesIO(data), formats=list(_OPENED_AS)) as picture:
+                kind, (wide, high) = _OPENED_AS[str(picture.format)], picture.size
         except Image.DecompressionBombError:
             raise bad_request(
                 f"image: over the {MAX_SOURCE_PIXELS} pixels this server edits"
             ) from None
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, KeyError):
             raise bad_request(
                 "image: not a picture this server can read (PNG, JPEG, WebP)"
             ) from None
@@ -251,10 +245,7 @@ class ImageEngine:
                     f"image: a {wide}x{high} picture; with size auto the result takes its size, "
                     f"which must be {family.min_side} to {MAX_SIDE} pixels a side: pass a size"
                 )
-        handle, name = tempfile.mkstemp(prefix="vomlx-edit-", suffix=SOURCE_FORMATS[kind])
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        return Path(name), (width, height)
+        return kind, (width, height)
 
     def _advance(self, job: _Job) -> Delta | None:
         if job.run is None:
@@ -345,6 +336,20 @@ class ImageEngine:
             error=error,
             images=images or [],
         )
+
+
+def _write_source(data: bytes, suffix: str) -> Path:
+    """The picture to edit as a file for the library (its bytes as sent); none is left
+    behind if writing fails."""
+    handle, name = tempfile.mkstemp(prefix="vomlx-edit-", suffix=suffix)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name)
 
 
 def load_image_engine(path: str) -> ImageEngine:

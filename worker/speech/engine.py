@@ -53,7 +53,7 @@ MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
 # audio waits for one frame, not two. Every chunk is one frame, not a growing schedule: the
 # codec decodes a longer chunk in a different float rounding (up to 3.4e-6, which can move an
 # int16 sample by one), and a stream must equal the same request unstreamed and mlx-audio's own
-# call; one frame costs at most 4% in real-time factor (docs/benchmarks.md).
+# call; one frame costs 3-5% in real-time factor (docs/benchmarks.md).
 DEFAULT_STREAMING_INTERVAL = 0.08
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)

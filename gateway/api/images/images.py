@@ -39,6 +39,7 @@ from gateway.http.model_routing import engine_for, first_model_of
 from gateway.http.multipart import read_form
 from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.http.streaming import (
+    STALL_TIMEOUT,
     Ending,
     StreamedResponse,
     enter_one,
@@ -73,17 +74,14 @@ async def edits(request: Request) -> Response:
     form = await read_form(
         request, request.app.state.config.max_body_bytes, "image", "the picture to edit"
     )
-    call = parse_edit(form)
-    assert call.image is not None
-    try:  # as a picture by URL is checked (gateway/media/resolve.py): whole, and not too large
-        pixels = media_settings(request).max_image_pixels
-        await asyncio.to_thread(check_image, call.image, pixels, "the picture")
-    except MediaRejected as exc:
-        raise APIError(400, f"`image`: {exc.message}", param="image", code=exc.code) from None
-    return await _serve(request, call, "image_edit")
+    return await _serve(request, parse_edit(form), "image_edit", check_picture=True)
 
 
-async def _serve(request: Request, call: ImageCall, events: str) -> Response:
+async def _serve(
+    request: Request, call: ImageCall, events: str, check_picture: bool = False
+) -> Response:
+    """`check_picture`: the edit's picture came as a form file, not yet checked (one by URL
+    was, as it was fetched)."""
     name = call.model or _default_model(request)
     engine = await engine_for(request, name, IMAGE)
     resolve_model(request, name, IMAGE)
@@ -96,11 +94,23 @@ async def _serve(request: Request, call: ImageCall, events: str) -> Response:
             code="model_not_supported",
         )
     inputs = call.inputs(info)
+    if check_picture and call.image is not None:
+        await _check_picture(request, call.image)
     if call.stream:
         return await _stream(request, engine, call, inputs, events)
     pictures, usage = await _collect(request, engine, inputs, call)
     body = await run_in_threadpool(response_body, call, pictures, usage)
     return JSONResponse(body)
+
+
+async def _check_picture(request: Request, picture: bytes) -> None:
+    """As a picture by URL is checked (gateway/media/resolve.py): whole, and not too large;
+    after the cheaper checks of the request, so a refused size costs no decoding."""
+    try:
+        pixels = media_settings(request).max_image_pixels
+        await asyncio.to_thread(check_image, picture, pixels, "the picture")
+    except MediaRejected as exc:
+        raise APIError(400, f"`image`: {exc.message}", param="image", code=exc.code) from None
 
 
 def _default_model(request: Request) -> str:
@@ -172,7 +182,9 @@ async def _stream(
         opened = await open_stream(request, enter, keepalive_for(request, SSE_COMMENT))
     except APIError as exc:  # refused before the stream started: an HTTP status
         raise named(exc, call) from None
-    return StreamedResponse(opened, _as_encoded, _sse_error, "image request", None, None)
+    # A reader that stops reading is cut off after STALL_TIMEOUT: a batch of pictures cannot
+    # be merged into less while it waits.
+    return StreamedResponse(opened, _as_encoded, _sse_error, "image request", None, STALL_TIMEOUT)
 
 
 async def _encoded(

@@ -31,6 +31,7 @@ from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.http.streaming import (
+    STALL_TIMEOUT,
     Ending,
     Opened,
     StreamedResponse,
@@ -40,8 +41,6 @@ from gateway.http.streaming import (
 )
 from gateway.workers.protocol import EngineClient
 from protocol.messages import Delta, Usage
-
-STALL_TIMEOUT = 30.0  # seconds one write to the client may stay blocked
 
 
 @dataclass(slots=True)

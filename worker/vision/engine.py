@@ -155,7 +155,7 @@ class VisionGeneration:
         cache = self._kwargs.get("vision_cache")
         if cache is not None:
             prefill_features(cache, vm.model, inputs.tensors, bool(inputs.images))
-        return stream_generate(  # type: ignore[no-any-return]
+        return stream_generate(
             vm.model,
             vm.processor,
             inputs.prompt,

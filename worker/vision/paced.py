@@ -86,7 +86,8 @@ class _PausingTower:
             return super().__call__(*args, **kwargs)  # type: ignore[misc]
         run.pause()
         out = super().__call__(*args, **kwargs)  # type: ignore[misc]
-        mx.eval([leaf for _, leaf in tree_flatten(out) if isinstance(leaf, mx.array)])
+        leaves = [leaf for _, leaf in list(tree_flatten(out)) if isinstance(leaf, mx.array)]
+        mx.eval(leaves)
         return out
 
 
@@ -104,7 +105,7 @@ class _PausingLanguageModel:
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     embeds = kwargs.get("inputs_embeds")
     inputs = embeds if embeds is not None else kwargs.get("inputs", args[0] if args else None)
-    shape = getattr(inputs, "shape", ())
+    shape: tuple[int, ...] = tuple(getattr(inputs, "shape", ()))
     return int(shape[1]) if len(shape) > 1 else 1
 
 

@@ -68,7 +68,7 @@ class StepRun(greenlet.greenlet):
     def stop(self) -> None:
         """Ends the run where it is (a paused prefill's frames unwound) and closes its
         generator."""
-        if not self.dead and self.iterator is not None:
+        if self and not self.dead:  # started and paused: inside the work or the generator
             self.throw(greenlet.GreenletExit)
         close = getattr(self.iterator, "close", None)
         if close is not None:

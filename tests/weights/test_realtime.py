@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,7 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
+from gateway.api.realtime.vad import WINDOW_MS
 from tests.support.server import API_KEY
 from tests.support.spoken import loud_span_ms, pcm24k, word_error_rate
 from tests.weights.conftest import start_server
@@ -124,9 +126,12 @@ def test_a_spoken_question_gets_vad_events_its_transcript_and_a_spoken_answer(vo
     # usage: the committed turn's duration (it was always 0.0: read after the audio was freed)
     turn_seconds = (stopped[0].audio_end_ms - started[0].audio_start_ms) / 1000
     assert completed.usage.seconds == pytest.approx(turn_seconds, abs=0.05)
-    # The same audio through /v1/audio/transcriptions: the same words.
-    turn = pcm[started[0].audio_start_ms * 48 : stopped[0].audio_end_ms * 48]
-    assert transcript == _transcribe(voice_server, turn)
+    # The turn's speech (up to where its closing silence began: the VAD counts the 500 ms in
+    # 32 ms windows) through /v1/audio/transcriptions: the same words. It was recognized while
+    # that silence went on (gateway/api/realtime/early_transcript.py).
+    speech_end_ms = stopped[0].audio_end_ms - math.ceil(500 / WINDOW_MS) * WINDOW_MS
+    speech = pcm[started[0].audio_start_ms * 48 : speech_end_ms * 48]
+    assert transcript == _transcribe(voice_server, speech)
 
     deltas = "".join(e.delta for e in of(events, "response.output_audio_transcript.delta"))
     done = of(events, "response.output_audio_transcript.done")[0].transcript

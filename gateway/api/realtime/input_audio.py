@@ -59,13 +59,23 @@ class InputBuffer:
             del self._audio[:drop]
             self._start_ms += drop // BYTES_PER_MS
 
+    def _span(self, start_ms: int | None, end_ms: int | None) -> tuple[int, int]:
+        """Offsets in ms into the buffer of `start_ms` (default: its start) and `end_ms`
+        (default: its end), clipped to what it holds."""
+        start = max(0, (start_ms if start_ms is not None else self._start_ms) - self._start_ms)
+        end = (end_ms if end_ms is not None else self.end_ms) - self._start_ms
+        return start, max(start, min(end, len(self._audio) // BYTES_PER_MS))
+
+    def peek(self, start_ms: int | None = None, end_ms: int | None = None) -> bytes:
+        """The audio from `start_ms` to `end_ms` (as `take`), left in the buffer."""
+        start, end = self._span(start_ms, end_ms)
+        return bytes(self._audio[start * BYTES_PER_MS : end * BYTES_PER_MS])
+
     def take(self, start_ms: int | None = None, end_ms: int | None = None) -> bytes:
         """The audio from `start_ms` (default: the buffer's start) to `end_ms` (default: its
         end), removed with everything before it."""
-        start = max(0, (start_ms if start_ms is not None else self._start_ms) - self._start_ms)
-        end = (end_ms if end_ms is not None else self.end_ms) - self._start_ms
-        end = max(start, min(end, len(self._audio) // BYTES_PER_MS))
-        audio = bytes(self._audio[start * BYTES_PER_MS : end * BYTES_PER_MS])
+        audio = self.peek(start_ms, end_ms)
+        _, end = self._span(start_ms, end_ms)
         del self._audio[: end * BYTES_PER_MS]
         self._start_ms += end
         return audio

@@ -5,7 +5,9 @@ A committed turn (by the server VAD's `speech_stopped`, or `input_audio_buffer.c
 becomes a user item with an `input_audio` part; the speech-recognition model transcribes it
 (its text streamed as `conversation.item.input_audio_transcription.delta` events when the
 session asked for input transcription) and, with server VAD's `create_response`, a response
-follows once the transcript is in: the chat model hears the conversation as text. One
+follows once the transcript is in: the chat model hears the conversation as text. With server
+VAD the transcription starts where the turn's closing silence begins, before the VAD ends the
+turn (early_transcript.py). One
 response runs at a time; speech that starts during it cancels it (barge-in, with
 `interrupt_response`). Every client event that cannot be taken is answered with an `error`
 event naming it, and the session goes on.
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket
 
 from gateway.api.realtime import config as cfg
+from gateway.api.realtime.early_transcript import EarlyTranscript
 from gateway.api.realtime.input_audio import BYTES_PER_MS, InputBuffer
 from gateway.api.realtime.items import (
     MAX_ITEMS,
@@ -68,6 +71,7 @@ class Session:
         self._launching: asyncio.Task | None = None  # a response waiting for its inputs
         self._transcripts: dict[str, asyncio.Task] = {}
         self._speech_item_id: str | None = None  # the item a turn in progress will become
+        self._early: EarlyTranscript | None = None  # the turn in progress's, once it paused
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
             "session.update": self._session_update,
             "input_audio_buffer.append": self._append,
@@ -115,6 +119,8 @@ class Session:
         tasks = [t for t in self._transcripts.values() if not t.done()]
         if self._launching is not None:
             tasks.append(self._launching)
+        if self._early is not None:
+            tasks.append(self._early.task)
         if self.response is not None and self.response.task is not None:
             tasks.append(self.response.task)
         for task in tasks:
@@ -157,7 +163,27 @@ class Session:
             if turn.kind == "started":
                 await self._speech_started(turn.ms)
             else:
-                await self._speech_stopped(turn.ms)
+                await self._speech_stopped(turn.ms, turn.speech_end_ms)
+        await self._transcribe_early()
+
+    async def _transcribe_early(self) -> None:
+        """Start transcribing the turn in progress where a silence began; stop doing so once
+        speech resumes (a new silence starts anew)."""
+        detector, early = self.input.detector, self._early
+        pause = detector.silence_start_ms if detector is not None else None
+        if early is not None and early.speech_end_ms != pause:
+            self._early = None
+            await early.cancel()
+        start = self.input.turn_start_ms
+        if pause is not None and self._early is None and start is not None:
+            settings = dict(self.config.transcription or {})
+            pieces = self._recognize(self.input.peek(start, pause), settings)
+            self._early = EarlyTranscript(pause, settings, pieces)
+
+    async def _drop_early(self) -> None:
+        if self._early is not None:
+            early, self._early = self._early, None
+            await early.cancel()
 
     async def _speech_started(self, start_ms: int) -> None:
         self._speech_item_id = new_id("item")
@@ -171,73 +197,103 @@ class Session:
             if self.response is not None:
                 self.response.cancel("turn_detected")
 
-    async def _speech_stopped(self, end_ms: int) -> None:
+    async def _speech_stopped(self, end_ms: int, speech_end_ms: int | None) -> None:
         item_id = self._speech_item_id or new_id("item")
         self._speech_item_id = None
         await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": end_ms,
                          "item_id": item_id})  # fmt: skip
+        # The transcript is the speech's, up to where the closing silence began: the early
+        # pass's when it heard this turn, else a pass over the same audio now.
+        early, self._early = self._early, None
+        if early is not None and not early.serves(speech_end_ms, self.config.transcription or {}):
+            await early.cancel()
+            early = None
+        heard = early or self.input.peek(self.input.turn_start_ms, speech_end_ms)
         audio = self.input.take(self.input.turn_start_ms, end_ms)
         turn = self.config.turn_detection
-        await self._committed(item_id, audio, bool(turn and turn.create_response))
+        await self._committed(item_id, audio, bool(turn and turn.create_response), heard)
 
     async def _commit(self, event: dict[str, Any]) -> None:
         _fields(event, set())
         audio = self.input.commit()
+        await self._drop_early()
         await self._committed(self._speech_item_id or new_id("item"), audio, False)
         self._speech_item_id = None
 
     async def _clear(self, event: dict[str, Any]) -> None:
         _fields(event, set())
         self.input.clear()
+        await self._drop_early()
         self._speech_item_id = None
         await self.send({"type": "input_audio_buffer.cleared"})
 
-    async def _committed(self, item_id: str, audio: bytes, respond: bool) -> None:
+    async def _committed(self, item_id: str, audio: bytes, respond: bool,
+                         heard: EarlyTranscript | bytes | None = None) -> None:  # fmt: skip
+        """A turn's audio as a user item, transcribed from `heard` (an early pass, or the
+        speech's audio; default: the whole turn's)."""
         previous = self.items[-1].id if self.items else None
         await self.send({"type": "input_audio_buffer.committed", "previous_item_id": previous,
                          "item_id": item_id})  # fmt: skip
         item = Item(item_id, "message", "user", [Part("input_audio", audio=audio)])
-        await self._add(item, previous)
-        self._transcribe_soon(item)
+        try:
+            await self._add(item, previous)
+        except EventError:
+            if isinstance(heard, EarlyTranscript):
+                await heard.cancel()
+            raise
+        self._transcribe_soon(item, heard)
         if respond and self.response is None and self._launching is None:
             self._launch(self.config.copy(), None, True, None)
 
     # -- transcription -----------------------------------------------------------------------
 
-    def _transcribe_soon(self, item: Item) -> None:
-        """Transcribe the item's audio in a task of its own; a response waits for it."""
-        task = self._transcripts[item.id] = asyncio.ensure_future(self._transcribe(item))
+    def _transcribe_soon(self, item: Item, heard: EarlyTranscript | bytes | None = None) -> None:
+        """Transcribe the item in a task of its own, from `heard` (an early pass that heard
+        it, or audio; default: the item's audio); a response waits for it."""
+        if isinstance(heard, EarlyTranscript):
+            pieces = heard.pieces()
+        else:
+            audio = item.content[0].audio if heard is None else heard
+            pieces = self._recognize(audio, self.config.transcription or {})
+        task = self._transcripts[item.id] = asyncio.ensure_future(self._transcribe(item, pieces))
         task.add_done_callback(lambda _: self._transcripts.pop(item.id, None))
+        if isinstance(heard, EarlyTranscript):  # the pass ends with the transcript's task
+            early = heard
+            task.add_done_callback(lambda _: early.task.cancel())
 
-    async def _transcribe(self, item: Item) -> None:
+    async def _recognize(self, audio: bytes, settings: dict[str, Any]) -> AsyncIterator[str]:
+        """The speech-recognition model's text pieces for a turn's PCM16 audio."""
+        engine = await self._engine(settings.get("model"), TRANSCRIPTION)
+        ready = engine.ready_info
+        if ready is not None and ready.transcription is None:
+            raise EventError("audio input needs a speech-recognition model: start the "
+                             "server with `--transcription-model ASR`", None, "model_not_found")  # fmt: skip
+        inputs = TranscribeInputs(
+            audio=wav_file(audio), filename="turn.wav", language=settings.get("language"),
+            prompt=settings.get("prompt"), timestamps=[],
+        )  # fmt: skip
+        async with engine.request(inputs, True) as batches:
+            async for batch in batches:
+                for delta in batch:
+                    if delta.text:
+                        yield delta.text
+                    if delta.finish_reason is not None:
+                        error = errors.terminal_error(delta)
+                        if error is not None:
+                            raise error
+
+    async def _transcribe(self, item: Item, pieces: AsyncIterator[str]) -> None:
         part = item.content[0]
-        settings = self.config.transcription or {}
         announce = self.config.transcription is not None
         try:
-            engine = await self._engine(settings.get("model"), TRANSCRIPTION)
-            ready = engine.ready_info
-            if ready is not None and ready.transcription is None:
-                raise EventError("audio input needs a speech-recognition model: start the "
-                                 "server with `--transcription-model ASR`", None, "model_not_found")  # fmt: skip
-            inputs = TranscribeInputs(
-                audio=wav_file(part.audio), filename="turn.wav",
-                language=settings.get("language"), prompt=settings.get("prompt"), timestamps=[],
-            )  # fmt: skip
             texts: list[str] = []
-            async with engine.request(inputs, True) as batches:
-                async for batch in batches:
-                    for delta in batch:
-                        if delta.text:
-                            texts.append(delta.text)
-                            if announce:
-                                await self.send({
-                                    "type": "conversation.item.input_audio_transcription.delta",
-                                    "item_id": item.id, "content_index": 0, "delta": delta.text,
-                                })  # fmt: skip
-                        if delta.finish_reason is not None:
-                            error = errors.terminal_error(delta)
-                            if error is not None:
-                                raise error
+            async for text in pieces:
+                texts.append(text)
+                if announce:
+                    await self.send({
+                        "type": "conversation.item.input_audio_transcription.delta",
+                        "item_id": item.id, "content_index": 0, "delta": text,
+                    })  # fmt: skip
             part.text, part.transcribed = "".join(texts).strip(), True
             seconds = round(len(part.audio) / (2 * RATE), 3)  # pcm16 mono at RATE
             part.audio = b""  # heard: the conversation keeps the transcript

@@ -133,21 +133,25 @@ class TurnSettings:
 class Turn:
     """An event of the detector: speech `started` at `ms`, or `stopped` at `ms` (both in ms of
     input audio since the session began, the start already moved back by the prefix padding;
-    the end after the silence that ended it, as OpenAI's `audio_end_ms`)."""
+    the end after the silence that ended it, as OpenAI's `audio_end_ms`). A stop also says
+    where that silence began (`speech_end_ms`)."""
 
     kind: str  # "started" | "stopped"
     ms: int
+    speech_end_ms: int | None = None
 
 
 class TurnRule:
     """Speech starts at the first window at or above the threshold; it stops once windows
     below threshold - HYSTERESIS (or, once silence began, below the threshold) have lasted
-    `silence_duration_ms`. Windows of any length (WebRTC VAD's are 30 ms)."""
+    `silence_duration_ms`. Windows of any length (WebRTC VAD's are 30 ms). While a silence
+    that may end the turn lasts, `silence_start_ms` says where it began (else None)."""
 
     def __init__(self, settings: TurnSettings) -> None:
         self.settings = settings
         self.speaking = False
         self._silent_ms = 0
+        self.silence_start_ms: int | None = None
 
     def step(self, p: float, start_ms: int, window_ms: int) -> Turn | None:
         s = self.settings
@@ -157,16 +161,19 @@ class TurnRule:
                 return Turn("started", max(0, start_ms - s.prefix_padding_ms))
             return None
         if p < s.threshold - HYSTERESIS or (p < s.threshold and self._silent_ms):
+            if not self._silent_ms:
+                self.silence_start_ms = start_ms
             self._silent_ms += window_ms
             if self._silent_ms >= s.silence_duration_ms:
-                self.speaking = False
-                return Turn("stopped", start_ms + window_ms)
+                speech_end_ms = self.silence_start_ms
+                self.reset()
+                return Turn("stopped", start_ms + window_ms, speech_end_ms)
         else:
-            self._silent_ms = 0
+            self._silent_ms, self.silence_start_ms = 0, None
         return None
 
     def reset(self) -> None:
-        self.speaking, self._silent_ms = False, 0
+        self.speaking, self._silent_ms, self.silence_start_ms = False, 0, None
 
 
 class TurnDetector:
@@ -182,6 +189,11 @@ class TurnDetector:
     @property
     def speaking(self) -> bool:
         return self.rule.speaking
+
+    @property
+    def silence_start_ms(self) -> int | None:
+        """Where a silence that may end the turn in progress began (None: none is going on)."""
+        return self.rule.silence_start_ms
 
     def feed(self, pcm16: bytes) -> list[Turn]:
         """Hear more audio; the turn events it completes, in order (blocking, so callers with

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 import pytest
 
@@ -163,13 +165,17 @@ def test_a_prefill_runs_a_unit_a_step_and_a_text_request_beside_it_decodes_meanw
         pass
     assert engine.admit(submit("a", [png(11)])).finish_reason is None
     order = []  # which requests gave a token, step by step
+    picture_tokens: list[int] = []
     while engine.active_ids():
-        order.append({d.request_id for d in engine.step() if d.token_ids})
+        deltas = engine.step()
+        order.append({d.request_id for d in deltas if d.token_ids})
+        picture_tokens += [t for d in deltas if d.request_id == "a" for t in d.token_ids]
     first_picture_token = next(i for i, ids in enumerate(order) if "a" in ids)
     text_tokens_before = sum("t" in ids for ids in order[:first_picture_token])
     # The vision tower, then one chunk a step: the text request decodes all along.
     assert first_picture_token >= 5 and text_tokens_before >= 5
     direct = direct_vlm_tokens(path, [png(11)], QUESTION, MAX_TOKENS, prefill_step_size=8)
+    assert picture_tokens == direct  # interleaved with the text request's decoding
     assert run_all(engine, submit("b", [png(11)]))["b"]["tokens"] == direct
 
 
@@ -178,10 +184,54 @@ def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path
     assert engine.admit(submit("a", [png(12)])).finish_reason is None
     for _ in range(3):  # the vision tower and two chunks, no token yet
         assert engine.step() == []
+    run = engine._active["a"]._results
+    assert run is not None and not run.dead
     (ended,) = engine.abort(["a"])
+    assert run.dead  # its frames unwound: nothing of the request is held
     assert ended.finish_reason == FinishReason.ABORT and ended.usage.completion_tokens == 0
     direct = direct_vlm_tokens(path, [png(12)], QUESTION, MAX_TOKENS, prefill_step_size=8)
     assert run_all(engine, submit("b", [png(12)]))["b"]["tokens"] == direct
+
+
+def test_two_requests_with_the_same_new_picture_encode_it_once(vm, path):
+    # Their prefills interleave: the second waits for the first's features, not encodes too.
+    engine = VisionEngine(vm, prefill_step_size=8)
+    encoded = engine.vision_cache.encoded
+    got = run_all(engine, submit("a", [png(14)]), submit("b", [png(14)]))
+    assert engine.vision_cache.encoded == encoded + 1
+    direct = direct_vlm_tokens(path, [png(14)], QUESTION, MAX_TOKENS, prefill_step_size=8)
+    assert got["a"]["tokens"] == got["b"]["tokens"] == direct
+
+
+def test_a_request_waiting_for_features_encodes_them_when_the_encoder_is_aborted(vm, path):
+    engine = VisionEngine(vm, prefill_step_size=8)
+    encoded = engine.vision_cache.encoded
+    for request_id in ("a", "b"):
+        assert engine.admit(submit(request_id, [png(15)])).finish_reason is None
+    assert engine.step() == [] and engine.step() == []  # a began encoding; b waits
+    engine.abort(["a"])
+    tokens = []
+    while engine.active_ids():
+        tokens += [t for d in engine.step() for t in d.token_ids]
+    assert engine.vision_cache.encoded == encoded + 1  # b's own, once a's was dropped
+    direct = direct_vlm_tokens(path, [png(15)], QUESTION, MAX_TOKENS, prefill_step_size=8)
+    assert tokens == direct
+
+
+def test_an_abort_before_the_first_unit_ends_the_paused_run_too(vm):
+    # The first step pauses inside the feature cache's encoding, before mlx-vlm's generator
+    # exists: an abort there must still end the run (it was left alive, holding its arrays).
+    engine = VisionEngine(vm, prefill_step_size=8)
+    assert engine.admit(submit("a", [png(13)])).finish_reason is None
+    assert engine.step() == []
+    run = engine._active["a"]._results
+    assert run is not None and run.iterator is None and not run.dead
+    engine.abort(["a"])
+    assert run.dead
+    gone = weakref.ref(run)
+    del run
+    gc.collect()
+    assert gone() is None
 
 
 def test_corrupt_image_is_a_bad_request_and_the_engine_goes_on(engine):

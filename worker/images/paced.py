@@ -4,9 +4,9 @@ mlx-vlm's image pipelines run their whole denoising loop inside one call
 (`model.generate(request)`). The worker's engines must do one bounded unit of work per step so
 that aborts, deadlines and the other engines' requests get the thread between units. Rather
 than rewrite each family's loop, the pipeline's denoising transformer is replaced by a
-`PacedDenoiser`, and each picture's generation runs in a `Run`, a greenlet on the same thread:
-every call of the denoiser first hands control back to the engine, which resumes the run at
-its next step (or drops it, on an abort). The computation is the library's own, call for
+`PacedDenoiser`, and each picture's generation runs in a `Run` (worker/runtime/paused_run.py,
+a greenlet on the same thread): every call of the denoiser first hands control back to the
+engine, which resumes the run at its next step (or drops it, on an abort). The computation is the library's own, call for
 call, so a paused run makes exactly the pixels a direct call makes.
 """
 
@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import greenlet
+from worker.runtime.paused_run import PausedRun
 
 
-class Run(greenlet.greenlet):
+class Run(PausedRun):
     """One picture's generation: `work()` run a denoiser call at a time by `advance()`."""
 
     def __init__(self, work: Callable[[], Any]) -> None:
@@ -31,21 +31,21 @@ class Run(greenlet.greenlet):
         self._spent = 0.0  # time inside advance() since the current step began
         self.step_seconds: list[float] = []  # each finished step's time, drained by the engine
 
-    def pause(self, latents: Any) -> None:
-        """Called by the denoiser inside the run: give the thread back until resumed."""
+    def pause(self, latents: Any = None) -> None:
+        """Called by the denoiser inside the run, with the latents its call starts from: give
+        the thread back until resumed."""
         self._new_step = latents is not self.latents
         self.latents = latents
         if self._new_step:
             self.steps += 1
-        self.parent.switch()
+        super().pause()
 
     def advance(self) -> bool:
         """Runs to the next denoiser call (True: a new step starts there) or to the end
         (then `dead` and `result` set); an exception of the work is raised here."""
-        self.parent = greenlet.getcurrent()
         began = time.perf_counter()
         self._new_step = False
-        value = self.switch()
+        value = self.resume()
         self._spent += time.perf_counter() - began
         if self.dead:
             self.result = value
@@ -58,11 +58,6 @@ class Run(greenlet.greenlet):
             self._spent = 0.0  # (before the first step: the prompt's encoding, not a step)
         return self._new_step
 
-    def stop(self) -> None:
-        """Ends a paused run where it is (its frames unwound, its arrays freed)."""
-        if not self.dead:
-            self.throw(greenlet.GreenletExit)
-
 
 class PacedDenoiser:
     """Stands in for a pipeline's denoising transformer: called inside a `Run`, it pauses the
@@ -72,8 +67,8 @@ class PacedDenoiser:
         self.inner = inner
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        run = greenlet.getcurrent()
-        if isinstance(run, Run):
+        run = Run.current()
+        if run is not None:
             run.pause(args[0] if args else next(iter(kwargs.values())))
         return self.inner(*args, **kwargs)
 

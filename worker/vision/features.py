@@ -10,7 +10,8 @@ makes and stores the result under the same key before `stream_generate` looks it
 features are thus the ones the model would have computed. Models with neither get no reuse.
 Qwen3-VL is deliberately left out: given cached features, its `get_input_embeddings` skips
 the deepstack features it otherwise adds to the first decoder layers, so a hit would change
-the output.
+the output. Requests' prefills interleave (worker/vision/paced.py): a request whose pictures
+another one is encoding right now waits for those features instead of encoding them again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mlx_vlm.vision_cache import VisionFeatureCache, processed_image_key
+
+from worker.vision.paced import StepRun
 
 VISION_CACHE_ENTRIES = 20  # mlx-vlm's default
 
@@ -55,6 +58,7 @@ class CountingVisionCache(VisionFeatureCache):
         super().__init__(max_size)
         self.encoded = 0
         self.hits = 0
+        self.encoding: set[str] = set()  # keys whose features a paused request is computing
 
     def get(self, image_source: Any) -> Any:
         found = super().get(image_source)
@@ -84,8 +88,16 @@ def prefill_features(
         return  # stream_generate fills the cache itself
     metadata = {k: v for k, v in tensors.items() if k not in ("pixel_values", "input_ids")}
     key = processed_image_key(pixel_values, **metadata)
+    encoding: set[str] = getattr(cache, "encoding", set())
+    run = StepRun.current()
+    while run is not None and key in encoding and key not in cache:
+        run.wait()  # another request is encoding these pictures (or gives up: then ours)
     if key in cache:
         return
-    features = encoder(model, pixel_values, tensors)
-    mx.eval(features)
-    cache.put(key, features)
+    encoding.add(key)
+    try:
+        features = encoder(model, pixel_values, tensors)
+        mx.eval(features)
+        cache.put(key, features)
+    finally:
+        encoding.discard(key)

@@ -5,10 +5,11 @@ tower on every picture, then the language model over the prompt in chunks of
 `prefill_step_size` tokens. The worker's engines must do one bounded unit of work per step, so
 that the other requests on the MLX thread (another vision request's tokens, a chat request
 next to it) are not held for all of it. Rather than rewrite mlx-vlm's loop, each request's
-generator runs in a `StepRun`, a greenlet on the same thread, and the model's vision blocks
+generator runs in a `StepRun` (worker/runtime/paused_run.py, a greenlet on the same thread),
+and the model's vision blocks
 and language model are given a class (`pace`) whose call first hands the thread back when it
-is a unit of prefill: one block of the vision tower (its output evaluated there), or a
-language-model call over more than one token (a prefill chunk). A decode step (one token) never pauses, so a request's decoding is one token a
+is a unit of prefill: one block of the vision or audio tower (its output evaluated there), or
+a language-model call over more than one token (a prefill chunk). A decode step (one token) never pauses, so a request's decoding is one token a
 step as before. The computation is mlx-vlm's own, call for call: a paced request's tokens are
 exactly what `stream_generate` gives directly with the same `prefill_step_size`.
 
@@ -22,14 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import greenlet
 import mlx.core as mx
 from mlx.utils import tree_flatten
+
+from worker.runtime.paused_run import PausedRun
 
 PAUSED = object()  # what `StepRun.advance` returns when the run paused before a unit of prefill
 
 
-class StepRun(greenlet.greenlet):
+class StepRun(PausedRun):
     """The items of the iterator `start()` returns, one `advance()` at a time; a paced module
     called inside pauses the run before its work (`advance` then returns `PAUSED`)."""
 
@@ -43,24 +45,28 @@ class StepRun(greenlet.greenlet):
     def _loop(self) -> Any:
         self.iterator = self._start()
         for item in self.iterator:
-            self.parent.switch((item,))
+            super().pause((item,))
         return None
 
-    def pause(self) -> None:
+    def pause(self, value: Any = PAUSED) -> None:
         """Called inside the run, before a unit of prefill: give the thread back."""
         self.pauses += 1
-        self.parent.switch(PAUSED)
+        super().pause(value)
+
+    def wait(self) -> None:
+        """Called inside the run while it waits for another run's work: give the thread
+        back (`advance` returns `PAUSED`) without beginning a unit."""
+        super().pause(PAUSED)
 
     def advance(self) -> Any:
         """Runs to the next item (returned as a 1-tuple), a pause (`PAUSED`) or the end (None,
         and `dead`); an exception of the work is raised here."""
-        self.parent = greenlet.getcurrent()
         device = mx.default_device()
         outer = mx.default_stream(device)
         if self._stream is not None:
             mx.set_default_stream(self._stream)
         try:
-            return self.switch()
+            return self.resume()
         finally:
             self._stream = mx.default_stream(device)
             mx.set_default_stream(outer)
@@ -68,8 +74,7 @@ class StepRun(greenlet.greenlet):
     def stop(self) -> None:
         """Ends the run where it is (a paused prefill's frames unwound) and closes its
         generator."""
-        if self and not self.dead:  # started and paused: inside the work or the generator
-            self.throw(greenlet.GreenletExit)
+        super().stop()  # started and paused: inside the work or the generator
         close = getattr(self.iterator, "close", None)
         if close is not None:
             close()
@@ -81,8 +86,8 @@ class _PausingTower:
     unevaluated, the work would run inside the next unit)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        run = greenlet.getcurrent()
-        if not isinstance(run, StepRun):
+        run = StepRun.current()
+        if run is None:
             return super().__call__(*args, **kwargs)  # type: ignore[misc]
         run.pause()
         out = super().__call__(*args, **kwargs)  # type: ignore[misc]
@@ -96,8 +101,8 @@ class _PausingLanguageModel:
     of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself); a decode step is not."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        run = greenlet.getcurrent()
-        if isinstance(run, StepRun) and _tokens(args, kwargs) > 1:
+        run = StepRun.current()
+        if run is not None and _tokens(args, kwargs) > 1:
             run.pause()
         return super().__call__(*args, **kwargs)  # type: ignore[misc]
 
@@ -109,13 +114,19 @@ def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return int(shape[1]) if len(shape) > 1 else 1
 
 
-# Where mlx-vlm's vision towers keep their transformer blocks: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
-# (`blocks`); Gemma 3's SigLIP (`vision_model.encoder.layers`).
-_BLOCK_PATHS = (("blocks",), ("vision_model", "encoder", "layers"), ("encoder", "layers"))
+# Where mlx-vlm's towers keep their transformer blocks: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+# (`blocks`); Gemma 3's SigLIP (`vision_model.encoder.layers`); Qwen3-Omni's audio encoder
+# (`layers`).
+_BLOCK_PATHS = (
+    ("blocks",), ("vision_model", "encoder", "layers"), ("encoder", "layers"), ("layers",),
+)  # fmt: skip
+# Where the towers and the language model are: on the model, or (Qwen3-Omni) on its thinker.
+_TOWERS = ("vision_tower", "audio_tower")
+_PACED_CLASSES: dict[tuple[type, type], type] = {}
 
 
-def _vision_units(tower: Any) -> list[Any]:
-    """The modules whose calls are the vision tower's units: its blocks, else itself."""
+def _tower_units(tower: Any) -> list[Any]:
+    """The modules whose calls are a tower's units: its blocks, else itself."""
     for path in _BLOCK_PATHS:
         found = tower
         for name in path:
@@ -126,17 +137,24 @@ def _vision_units(tower: Any) -> list[Any]:
 
 
 def _mix(module: Any, mixin: type) -> None:
+    """Gives `module` the class `mixin` + its own (one such class per pair, shared)."""
     if not isinstance(module, mixin):
         cls = type(module)
-        module.__class__ = type(f"Paced{cls.__name__}", (mixin, cls), {})
+        paced = _PACED_CLASSES.get((mixin, cls))
+        if paced is None:
+            paced = _PACED_CLASSES[(mixin, cls)] = type(f"Paced{cls.__name__}", (mixin, cls), {})
+        module.__class__ = paced
 
 
 def pace(model: Any) -> None:
-    """Gives `model`'s vision blocks and language model their pausing classes (once)."""
-    tower = getattr(model, "vision_tower", None)
-    if tower is not None:
-        for unit in _vision_units(tower):
-            _mix(unit, _PausingTower)
-    language_model = getattr(model, "language_model", None)
+    """Gives `model`'s tower blocks (vision and audio) and language model their pausing
+    classes (once); Qwen3-Omni's are its thinker's."""
+    owner = getattr(model, "thinker", None) or model
+    for name in _TOWERS:
+        tower = getattr(owner, name, None)
+        if tower is not None:
+            for unit in _tower_units(tower):
+                _mix(unit, _PausingTower)
+    language_model = getattr(owner, "language_model", None)
     if language_model is not None:
         _mix(language_model, _PausingLanguageModel)

@@ -1,7 +1,7 @@
 """Images out: seconds per picture through the server vs direct mlx-vlm, side by side.
 
     python -m scripts.bench_images [--model IMAGE_MODEL_DIR] [--size 256] [--steps 4]
-        [--rounds 3] [--concurrent 2] [--blas bundled]
+        [--rounds 3] [--concurrent 2] [--blas bundled] [--one-copy]
 
 Without --model the tiny random-weight Z-Image (`worker/tiny_models`, `z_image` / `tiny`) is
 used, which shows the plumbing, not a model's speed: pass a bigger checkpoint (`--model` of
@@ -16,7 +16,12 @@ One measurement makes one picture of --size x --size with --steps steps, seed fi
   the PNG encoding and base64 of the answer;
 - server, --concurrent requests at once: the steps of the requests interleave on the worker's
   one MLX thread, so the aggregate pictures per second show what the interleaving costs.
-Rounds alternate which side goes first; the table shows the medians and the ratios.
+Rounds alternate which side goes first; the table shows the medians and the ratios. A model
+over half the machine's memory cannot be held twice: with --one-copy the server's rounds run
+first, then the server is stopped and this process loads the model for the direct rounds (the
+sides then do not alternate), and there is no warm-up picture: a full-size picture takes
+minutes on a CPU, so each side's first picture also reads the weights in (mlx-vlm loads them
+lazily, on first use, on both sides alike).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrent", type=int, default=2, help="requests at once (0: skip)")
     p.add_argument("--blas", choices=["bundled", "openblas"], default="bundled")
+    p.add_argument("--one-copy", action="store_true",
+                   help="one copy of the model in memory at a time: the server's rounds, then the direct ones")  # fmt: skip
     return p.parse_args()
 
 
@@ -80,38 +87,49 @@ def concurrent_seconds(url: str, count: int, size: int, steps: int) -> float:
     return time.perf_counter() - started
 
 
+def load(path: str):
+    from mlx_vlm.generate.image import load_image_generation_model
+
+    return load_image_generation_model(path, evict_text_encoder=False)
+
+
 def main() -> int:
     args = parse_args()
     path = args.model or str(ensure_checkpoint("z_image", "tiny"))
-    from mlx_vlm.generate.image import load_image_generation_model
-
-    model = load_image_generation_model(path, evict_text_encoder=False)
+    model = None if args.one_copy else load(path)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-images-"))
     port = free_port()
     server = ours(path, port, args.blas, log_dir, 8)
     server.start(side_env(args.blas), port)
-    server.wait_ready()
+    server.wait_ready(timeout=1800)  # a full-size model loads for minutes
     times: dict[str, list[float]] = {"direct": [], "server": [], "concurrent": []}
+    size, steps = args.size, args.steps
     try:
         client = httpx.Client(base_url=server.url, timeout=3600)
-        server_seconds(client, args.size, args.steps, 0)  # warm-up for both sides
-        direct_seconds(model, args.size, args.steps, 0)
+        if model is not None:  # warm-up for both sides
+            server_seconds(client, size, steps, 0)
+            direct_seconds(model, size, steps, 0)
         for round_ in range(args.rounds):
-            sides = [
-                ("server", lambda: server_seconds(client, args.size, args.steps, 1)),
-                ("direct", lambda: direct_seconds(model, args.size, args.steps, 1)),
-            ]
+            sides = [("server", lambda: server_seconds(client, size, steps, 1))]
+            if model is not None:
+                sides.append(("direct", lambda: direct_seconds(model, size, steps, 1)))
             for side, measure in sides if round_ % 2 == 0 else sides[::-1]:
                 times[side].append(measure())
             if args.concurrent:
-                took = concurrent_seconds(server.url, args.concurrent, args.size, args.steps)
+                took = concurrent_seconds(server.url, args.concurrent, size, steps)
                 times["concurrent"].append(took / args.concurrent)
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     finally:
         server.stop()
+    if model is None:  # --one-copy: the direct rounds, the server's memory given back
+        model = load(path)
+        for round_ in range(args.rounds):
+            times["direct"].append(direct_seconds(model, size, steps, 1))
+            print(f"direct round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     direct = statistics.median(times["direct"])
     served = statistics.median(times["server"])
-    print(f"model {path}, {args.size}x{args.size}, {args.steps} steps, {args.rounds} rounds\n")
+    order = "server rounds, then direct ones" if args.one_copy else "sides alternating"
+    print(f"model {path}, {size}x{size}, {steps} steps, {args.rounds} rounds, {order}\n")
     print("| side | s / picture | direct / side |")
     print("| --- | --- | --- |")
     print(f"| direct mlx-vlm | {direct:.3f} | 1.00 |")

@@ -19,7 +19,7 @@ One server (`serve MODEL --speech-model TTS --transcription-model ASR --dtype fl
 
 Prints medians, and (speech_stopped -> first audio) / (ASR + first phrase + TTS first audio):
 1.0 means the pipeline adds nothing between the stages and gains nothing; under 1.0, the
-transcription begun while the VAD waited out the silence (gateway/api/realtime/early_transcript.py)
+transcription begun while the VAD waited out the silence (gateway/api/realtime/transcription.py)
 saved that much. Defaults: the real SmolLM2 and
 Whisper tiny.en when converted in the cache (python -m worker.convert.packages KEY), else the tiny
 random ones; the tiny Qwen3-TTS.

@@ -128,7 +128,7 @@ def test_a_spoken_question_gets_vad_events_its_transcript_and_a_spoken_answer(vo
     assert completed.usage.seconds == pytest.approx(turn_seconds, abs=0.05)
     # The turn's speech (up to where its closing silence began: the VAD counts the 500 ms in
     # 32 ms windows) through /v1/audio/transcriptions: the same words. It was recognized while
-    # that silence went on (gateway/api/realtime/early_transcript.py).
+    # that silence went on (gateway/api/realtime/transcription.py).
     speech_end_ms = stopped[0].audio_end_ms - math.ceil(500 / WINDOW_MS) * WINDOW_MS
     speech = pcm[started[0].audio_start_ms * 48 : speech_end_ms * 48]
     assert transcript == _transcribe(voice_server, speech)

@@ -7,7 +7,7 @@ becomes a user item with an `input_audio` part; the speech-recognition model tra
 session asked for input transcription) and, with server VAD's `create_response`, a response
 follows once the transcript is in: the chat model hears the conversation as text. With server
 VAD the transcription starts where the turn's closing silence begins, before the VAD ends the
-turn (early_transcript.py). One
+turn (transcription.py). One
 response runs at a time; speech that starts during it cancels it (barge-in, with
 `interrupt_response`). Every client event that cannot be taken is answered with an `error`
 event naming it, and the session goes on.
@@ -24,7 +24,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket
 
 from gateway.api.realtime import config as cfg
-from gateway.api.realtime.early_transcript import EarlyTranscript
 from gateway.api.realtime.input_audio import BYTES_PER_MS, InputBuffer
 from gateway.api.realtime.items import (
     MAX_ITEMS,
@@ -36,14 +35,13 @@ from gateway.api.realtime.items import (
     parse_item,
 )
 from gateway.api.realtime.names import Names
-from gateway.api.realtime.pcm import RATE, wav_file
 from gateway.api.realtime.response import Response, Speech
+from gateway.api.realtime.transcription import EarlyTranscript, recognize, transcribe
 from gateway.api.realtime.vad import SpeechProbability, TurnDetector, inference_session
 from gateway.api.realtime.wire import EventError, Outbox, as_event_error, error_event, new_id
 from gateway.audio.speech.served import phrase_voice, speech_model
 from gateway.audio.speech.voices import described_only, described_voice_error
 from gateway.generation.chat_body import parse_chat
-from gateway.http import errors
 from gateway.http.errors import APIError
 from gateway.http.model_names import resolve_model
 from gateway.http.model_routing import engine_for, first_model_of
@@ -51,7 +49,6 @@ from gateway.media.parts import MediaCollector
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import DEFAULT_NAMES, SPEECH, TRANSCRIPTION
-from protocol.inputs import TranscribeInputs
 
 log = logging.getLogger("vllm_omni_mlx.realtime")
 THREADPOOL_APPEND_MS = 1000  # appends longer than this run the VAD off the event loop
@@ -255,63 +252,17 @@ class Session:
         else:
             audio = item.content[0].audio if heard is None else heard
             pieces = self._recognize(audio, self.config.transcription or {})
-        task = self._transcripts[item.id] = asyncio.ensure_future(self._transcribe(item, pieces))
+        task = self._transcripts[item.id] = asyncio.ensure_future(
+            transcribe(self.send, item, pieces, self.config.transcription is not None)
+        )
         task.add_done_callback(lambda _: self._transcripts.pop(item.id, None))
         if isinstance(heard, EarlyTranscript):  # the pass ends with the transcript's task
             early = heard
             task.add_done_callback(lambda _: early.task.cancel())
 
-    async def _recognize(self, audio: bytes, settings: dict[str, Any]) -> AsyncIterator[str]:
-        """The speech-recognition model's text pieces for a turn's PCM16 audio."""
-        engine = await self._engine(settings.get("model"), TRANSCRIPTION)
-        ready = engine.ready_info
-        if ready is not None and ready.transcription is None:
-            raise EventError("audio input needs a speech-recognition model: start the "
-                             "server with `--transcription-model ASR`", None, "model_not_found")  # fmt: skip
-        inputs = TranscribeInputs(
-            audio=wav_file(audio), filename="turn.wav", language=settings.get("language"),
-            prompt=settings.get("prompt"), timestamps=[],
-        )  # fmt: skip
-        async with engine.request(inputs, True) as batches:
-            async for batch in batches:
-                for delta in batch:
-                    if delta.text:
-                        yield delta.text
-                    if delta.finish_reason is not None:
-                        error = errors.terminal_error(delta)
-                        if error is not None:
-                            raise error
-
-    async def _transcribe(self, item: Item, pieces: AsyncIterator[str]) -> None:
-        part = item.content[0]
-        announce = self.config.transcription is not None
-        try:
-            texts: list[str] = []
-            async for text in pieces:
-                texts.append(text)
-                if announce:
-                    await self.send({
-                        "type": "conversation.item.input_audio_transcription.delta",
-                        "item_id": item.id, "content_index": 0, "delta": text,
-                    })  # fmt: skip
-            part.text, part.transcribed = "".join(texts).strip(), True
-            seconds = round(len(part.audio) / (2 * RATE), 3)  # pcm16 mono at RATE
-            part.audio = b""  # heard: the conversation keeps the transcript
-            if announce:
-                await self.send({
-                    "type": "conversation.item.input_audio_transcription.completed",
-                    "item_id": item.id, "content_index": 0, "transcript": part.text,
-                    "usage": {"type": "duration", "seconds": seconds},
-                })  # fmt: skip
-        except (EventError, APIError, EngineUnavailable) as exc:
-            error = as_event_error(exc)
-            part.text, part.transcribed = "", True
-            await self.send({
-                "type": "conversation.item.input_audio_transcription.failed",
-                "item_id": item.id, "content_index": 0,
-                "error": {"type": error.kind, "code": error.code, "message": error.message,
-                          "param": error.param},
-            })  # fmt: skip
+    def _recognize(self, audio: bytes, settings: dict[str, Any]) -> AsyncIterator[str]:
+        return recognize(lambda: self._engine(settings.get("model"), TRANSCRIPTION), audio,
+                         settings)  # fmt: skip
 
     # -- conversation ------------------------------------------------------------------------
 

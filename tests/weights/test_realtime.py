@@ -23,6 +23,7 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
+from gateway.api.realtime.transcription import speech_cut_ms
 from gateway.api.realtime.vad import WINDOW_MS
 from tests.support.server import API_KEY
 from tests.support.spoken import loud_span_ms, pcm24k, word_error_rate
@@ -126,11 +127,12 @@ def test_a_spoken_question_gets_vad_events_its_transcript_and_a_spoken_answer(vo
     # usage: the committed turn's duration (it was always 0.0: read after the audio was freed)
     turn_seconds = (stopped[0].audio_end_ms - started[0].audio_start_ms) / 1000
     assert completed.usage.seconds == pytest.approx(turn_seconds, abs=0.05)
-    # The turn's speech (up to where its closing silence began: the VAD counts the 500 ms in
-    # 32 ms windows) through /v1/audio/transcriptions: the same words. It was recognized while
-    # that silence went on (gateway/api/realtime/transcription.py).
-    speech_end_ms = stopped[0].audio_end_ms - math.ceil(500 / WINDOW_MS) * WINDOW_MS
-    speech = pcm[started[0].audio_start_ms * 48 : speech_end_ms * 48]
+    # The turn up to 200 ms into its closing silence (the VAD counts the 500 ms of it in 32 ms
+    # windows) through /v1/audio/transcriptions: the same words. It was recognized while that
+    # silence went on (gateway/api/realtime/transcription.py).
+    silence_start_ms = stopped[0].audio_end_ms - math.ceil(500 / WINDOW_MS) * WINDOW_MS
+    cut_ms = speech_cut_ms(silence_start_ms, 500)
+    speech = pcm[started[0].audio_start_ms * 48 : cut_ms * 48]
     assert transcript == _transcribe(voice_server, speech)
 
     deltas = "".join(e.delta for e in of(events, "response.output_audio_transcript.delta"))

@@ -149,7 +149,8 @@ def _mix(module: Any, mixin: type) -> None:
 def pace(model: Any) -> None:
     """Gives `model`'s tower blocks (vision and audio) and language model their pausing
     classes (once); Qwen3-Omni's are its thinker's."""
-    owner = getattr(model, "thinker", None) or model
+    thinker = getattr(model, "thinker", None)
+    owner = model if thinker is None else thinker
     for name in _TOWERS:
         tower = getattr(owner, name, None)
         if tower is not None:

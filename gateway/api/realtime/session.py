@@ -6,7 +6,7 @@ becomes a user item with an `input_audio` part; the speech-recognition model tra
 (its text streamed as `conversation.item.input_audio_transcription.delta` events when the
 session asked for input transcription) and, with server VAD's `create_response`, a response
 follows once the transcript is in: the chat model hears the conversation as text. With server
-VAD the transcription starts where the turn's closing silence begins, before the VAD ends the
+VAD the transcription starts 200 ms into the turn's closing silence, before the VAD ends the
 turn (transcription.py). One
 response runs at a time; speech that starts during it cancels it (barge-in, with
 `interrupt_response`). Every client event that cannot be taken is answered with an `error`
@@ -36,8 +36,15 @@ from gateway.api.realtime.items import (
 )
 from gateway.api.realtime.names import Names
 from gateway.api.realtime.response import Response, Speech
-from gateway.api.realtime.transcription import EarlyTranscript, recognize, transcribe
-from gateway.api.realtime.vad import SpeechProbability, TurnDetector, inference_session
+from gateway.api.realtime.transcription import (
+    EARLY_AFTER_MS,
+    EarlyTranscript,
+    read_early,
+    recognize,
+    speech_cut_ms,
+    transcribe,
+)
+from gateway.api.realtime.vad import SpeechProbability, TurnDetector, vad_session
 from gateway.api.realtime.wire import EventError, Outbox, as_event_error, error_event, new_id
 from gateway.audio.speech.served import phrase_voice, speech_model
 from gateway.audio.speech.voices import described_only, described_voice_error
@@ -141,9 +148,11 @@ class Session:
         detector = self.input.detector
         if turn is None:
             self.input.detector = None
+            await self._drop_early()
         elif detector is None:
-            session = await run_in_threadpool(_vad_session)
-            self.input.detector = TurnDetector(SpeechProbability(session), turn.settings)
+            session = await run_in_threadpool(vad_session)
+            probability = SpeechProbability(session)
+            self.input.detector = TurnDetector(probability, turn.settings, self.input.end_ms)
         else:
             detector.rule.settings = turn.settings
 
@@ -164,18 +173,21 @@ class Session:
         await self._transcribe_early()
 
     async def _transcribe_early(self) -> None:
-        """Start transcribing the turn in progress where a silence began; stop doing so once
-        speech resumes (a new silence starts anew)."""
+        """Start transcribing the turn in progress once a silence has lasted `EARLY_AFTER_MS`;
+        stop doing so once speech resumes (a new silence starts anew) or the transcription
+        settings change."""
         detector, early = self.input.detector, self._early
         pause = detector.silence_start_ms if detector is not None else None
-        if early is not None and early.speech_end_ms != pause:
-            self._early = None
-            await early.cancel()
+        settings = dict(self.config.transcription or {})
+        if early is not None and not early.serves(pause, settings):
+            await self._drop_early()
         start = self.input.turn_start_ms
-        if pause is not None and self._early is None and start is not None:
-            settings = dict(self.config.transcription or {})
-            pieces = self._recognize(self.input.peek(start, pause), settings)
-            self._early = EarlyTranscript(pause, settings, pieces)
+        if detector is None or pause is None or self._early is not None or start is None:
+            return
+        silence_ms = detector.rule.settings.silence_duration_ms
+        if detector.heard_ms - pause >= min(EARLY_AFTER_MS, silence_ms):
+            audio = self.input.peek(start, speech_cut_ms(pause, silence_ms))
+            self._early = EarlyTranscript(pause, settings, self._recognize(audio, settings))
 
     async def _drop_early(self) -> None:
         if self._early is not None:
@@ -199,13 +211,18 @@ class Session:
         self._speech_item_id = None
         await self.send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": end_ms,
                          "item_id": item_id})  # fmt: skip
-        # The transcript is the speech's, up to where the closing silence began: the early
-        # pass's when it heard this turn, else a pass over the same audio now.
+        # The transcript is of the turn up to EARLY_AFTER_MS into its closing silence: the
+        # early pass's when it heard this turn, else a pass over the same audio now.
         early, self._early = self._early, None
         if early is not None and not early.serves(speech_end_ms, self.config.transcription or {}):
             await early.cancel()
             early = None
-        heard = early or self.input.peek(self.input.turn_start_ms, speech_end_ms)
+        heard: EarlyTranscript | bytes | None = early
+        if early is None and speech_end_ms is not None and self.input.detector is not None:
+            silence_ms = self.input.detector.rule.settings.silence_duration_ms
+            heard = self.input.peek(
+                self.input.turn_start_ms, speech_cut_ms(speech_end_ms, silence_ms)
+            )
         audio = self.input.take(self.input.turn_start_ms, end_ms)
         turn = self.config.turn_detection
         await self._committed(item_id, audio, bool(turn and turn.create_response), heard)
@@ -247,18 +264,15 @@ class Session:
     def _transcribe_soon(self, item: Item, heard: EarlyTranscript | bytes | None = None) -> None:
         """Transcribe the item in a task of its own, from `heard` (an early pass that heard
         it, or audio; default: the item's audio); a response waits for it."""
+        announce = self.config.transcription is not None
         if isinstance(heard, EarlyTranscript):
-            pieces = heard.pieces()
+            reading = read_early(self.send, item, heard, announce)
         else:
             audio = item.content[0].audio if heard is None else heard
             pieces = self._recognize(audio, self.config.transcription or {})
-        task = self._transcripts[item.id] = asyncio.ensure_future(
-            transcribe(self.send, item, pieces, self.config.transcription is not None)
-        )
+            reading = transcribe(self.send, item, pieces, announce)
+        task = self._transcripts[item.id] = asyncio.ensure_future(reading)
         task.add_done_callback(lambda _: self._transcripts.pop(item.id, None))
-        if isinstance(heard, EarlyTranscript):  # the pass ends with the transcript's task
-            early = heard
-            task.add_done_callback(lambda _: early.task.cancel())
 
     def _recognize(self, audio: bytes, settings: dict[str, Any]) -> AsyncIterator[str]:
         return recognize(lambda: self._engine(settings.get("model"), TRANSCRIPTION), audio,
@@ -467,15 +481,6 @@ class Session:
             raise EventError("no response in progress to cancel", "response_id",
                              "response_cancel_not_active")  # fmt: skip
         response.cancel("client_cancelled")
-
-
-def _vad_session():
-    try:
-        return inference_session()
-    except Exception as exc:  # the weights could not be fetched, onnxruntime is missing
-        raise EventError(f"server VAD is unavailable ({exc}): set turn_detection to null and "
-                         "commit the input audio yourself", "session.turn_detection",
-                         "vad_unavailable", "server_error") from None  # fmt: skip
 
 
 def _fields(event: dict[str, Any], allowed: set[str]) -> None:

@@ -3,20 +3,23 @@ sent as the input-transcription events (`transcribe`), and begun early (`EarlyTr
 
 The server VAD ends a turn only after `silence_duration_ms` of silence (500 ms by default), and
 the speech recognizer then takes its own time (Whisper's encoder runs over a 30 s window
-whatever the turn's length). The session starts recognizing the turn's speech, from its start
-to where the silence began, as soon as that silence begins: when the VAD then ends the turn,
-the transcript is that much closer to done. Speech that resumes before the turn ends cancels
-the early pass (its worker request is aborted), and the next silence starts another.
+whatever the turn's length). Once a silence has lasted `EARLY_AFTER_MS` (200 ms; less when the
+session's `silence_duration_ms` is shorter), the session starts recognizing the turn, from its
+start to that moment: when the VAD then ends the turn, the transcript is that much closer to
+done. The pause between two words is shorter than that, so a pass is not started (and its
+recognition thrown away) at every dip of the speech probability; speech that resumes before
+the turn ends cancels the pass (its worker request is aborted: a recognition the worker has
+already begun runs to its end), and the next silence starts another.
 
-The transcript is the speech's: the turn's audio up to where its closing silence began (the
-item's audio and `audio_end_ms` still run to the end of the silence, as OpenAI's do), equal to
-`/v1/audio/transcriptions` on that audio.
+The transcript is of the turn up to `EARLY_AFTER_MS` into its closing silence (`speech_cut_ms`:
+a quiet last sound that the VAD already counted as silence is still heard), whether an early
+pass heard it or a pass started at the stop; equal to `/v1/audio/transcriptions` on that audio.
+The item's audio and `audio_end_ms` still run to the end of the silence, as OpenAI's do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -30,6 +33,13 @@ from gateway.workers.protocol import EngineClient
 from protocol.inputs import TranscribeInputs
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+EARLY_AFTER_MS = 200  # how long a silence lasts before the turn is transcribed
+
+
+def speech_cut_ms(silence_start_ms: int, silence_duration_ms: int) -> int:
+    """Where a turn's transcribed audio ends: `EARLY_AFTER_MS` into the silence that began at
+    `silence_start_ms` (at most the silence that ends a turn)."""
+    return silence_start_ms + min(EARLY_AFTER_MS, silence_duration_ms)
 
 
 async def recognize(engine: Callable[[], Awaitable[EngineClient]], audio: bytes,
@@ -90,6 +100,15 @@ async def transcribe(send: Send, item: Item, pieces: AsyncIterator[str], announc
         })  # fmt: skip
 
 
+async def read_early(send: Send, item: Item, early: EarlyTranscript, announce: bool) -> None:
+    """`transcribe` from an early pass, which ends with it (a cancelled reader cancels the
+    pass too)."""
+    try:
+        await transcribe(send, item, early.pieces(), announce)
+    finally:
+        await early.cancel()
+
+
 class EarlyTranscript:
     """The text pieces of one early pass, gathered while nobody reads them yet."""
 
@@ -98,6 +117,7 @@ class EarlyTranscript:
         self.speech_end_ms = speech_end_ms
         self.settings = settings  # the session's transcription settings it was started with
         self._queue: asyncio.Queue[str | Exception | None] = asyncio.Queue()
+        self._cancelled = False
         self.task = asyncio.ensure_future(self._gather(pieces))
 
     async def _gather(self, pieces: AsyncIterator[str]) -> None:
@@ -106,7 +126,11 @@ class EarlyTranscript:
                 self._queue.put_nowait(piece)
         except Exception as exc:  # the recognizer's error: raised to the reader
             self._queue.put_nowait(exc)
-        self._queue.put_nowait(None)
+        except BaseException:
+            self._cancelled = True  # a reader must not take what came so far as the text
+            raise
+        finally:
+            self._queue.put_nowait(None)
 
     def serves(self, speech_end_ms: int | None, settings: dict[str, Any]) -> bool:
         """Whether this pass heard the turn that ended with speech at `speech_end_ms`, with
@@ -119,8 +143,11 @@ class EarlyTranscript:
             if isinstance(piece, Exception):
                 raise piece
             yield piece
+        if self._cancelled:
+            raise asyncio.CancelledError
 
     async def cancel(self) -> None:
+        """Ends the pass and waits for it (its worker request aborted); a cancellation of the
+        caller itself goes on to the caller."""
         self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+        await asyncio.wait({self.task})

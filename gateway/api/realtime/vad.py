@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gateway.api.realtime.wire import EventError
 from protocol.launch.python import python_module
 
 RATE = 16000
@@ -69,6 +70,16 @@ def inference_session():
                 str(model_path()), options, providers=["CPUExecutionProvider"]
             )
         return _session
+
+
+def vad_session():
+    """`inference_session()`, or the `error` event that says the server VAD is unavailable."""
+    try:
+        return inference_session()
+    except Exception as exc:  # the weights could not be fetched, onnxruntime is missing
+        raise EventError(f"server VAD is unavailable ({exc}): set turn_detection to null and "
+                         "commit the input audio yourself", "session.turn_detection",
+                         "vad_unavailable", "server_error") from None  # fmt: skip
 
 
 class SpeechProbability:
@@ -179,16 +190,24 @@ class TurnRule:
 class TurnDetector:
     """24 kHz PCM16 in; Silero's probability for each 32 ms; the turns TurnRule finds."""
 
-    def __init__(self, probability: SpeechProbability, settings: TurnSettings) -> None:
+    def __init__(self, probability: SpeechProbability, settings: TurnSettings,
+                 start_ms: int = 0) -> None:  # fmt: skip
         self.rule = TurnRule(settings)
         self._probability = probability
         self._resample = Downsampler()
         self._buffer = np.zeros(0, np.float32)
-        self._windows = 0  # windows heard since the session began
+        # Windows heard since the session began (a detector made later, when server VAD is
+        # turned on again, starts at the session's time then).
+        self._windows = start_ms // WINDOW_MS
 
     @property
     def speaking(self) -> bool:
         return self.rule.speaking
+
+    @property
+    def heard_ms(self) -> int:
+        """Session time of the end of the audio judged so far."""
+        return self._windows * WINDOW_MS
 
     @property
     def silence_start_ms(self) -> int | None:

@@ -6,8 +6,8 @@ that aborts, deadlines and the other engines' requests get the thread between un
 than rewrite each family's loop, the pipeline's denoising transformer is replaced by a
 `PacedDenoiser`, and each picture's generation runs in a `Run` (worker/runtime/paused_run.py,
 a greenlet on the same thread): every call of the denoiser first hands control back to the
-engine, which resumes the run at its next step (or drops it, on an abort). The computation is the library's own, call for
-call, so a paused run makes exactly the pixels a direct call makes.
+engine, which resumes the run at its next step (or drops it, on an abort). The computation is
+the library's own, call for call, so a paused run makes exactly the pixels a direct call makes.
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@ tower on every picture, then the language model over the prompt in chunks of
 that the other requests on the MLX thread (another vision request's tokens, a chat request
 next to it) are not held for all of it. Rather than rewrite mlx-vlm's loop, each request's
 generator runs in a `StepRun` (worker/runtime/paused_run.py, a greenlet on the same thread),
-and the model's vision blocks
-and language model are given a class (`pace`) whose call first hands the thread back when it
-is a unit of prefill: one block of the vision or audio tower (its output evaluated there), or
-a language-model call over more than one token (a prefill chunk). A decode step (one token) never pauses, so a request's decoding is one token a
-step as before. The computation is mlx-vlm's own, call for call: a paced request's tokens are
+and the model's tower blocks and language model are given a class (`pace`) whose call first
+hands the thread back when it is a unit of prefill: one block of the vision or audio tower (its
+output evaluated there), or a language-model call over more than one token (a prefill chunk).
+A decode step (one token) never pauses, so a request's decoding is one token a step as before. The computation is mlx-vlm's own, call for call: a paced request's tokens are
 exactly what `stream_generate` gives directly with the same `prefill_step_size`.
 
 Outside a `StepRun` (a direct call of the library, Qwen3-Omni's talker) the classes are the

@@ -74,8 +74,8 @@ class InputBuffer:
     def take(self, start_ms: int | None = None, end_ms: int | None = None) -> bytes:
         """The audio from `start_ms` (default: the buffer's start) to `end_ms` (default: its
         end), removed with everything before it."""
-        audio = self.peek(start_ms, end_ms)
-        _, end = self._span(start_ms, end_ms)
+        start, end = self._span(start_ms, end_ms)
+        audio = bytes(self._audio[start * BYTES_PER_MS : end * BYTES_PER_MS])
         del self._audio[: end * BYTES_PER_MS]
         self._start_ms += end
         return audio

@@ -37,7 +37,6 @@ from gateway.api.realtime.items import (
 from gateway.api.realtime.names import Names
 from gateway.api.realtime.response import Response, Speech
 from gateway.api.realtime.transcription import (
-    EARLY_AFTER_MS,
     EarlyTranscript,
     read_early,
     recognize,
@@ -181,12 +180,11 @@ class Session:
         settings = dict(self.config.transcription or {})
         if early is not None and not early.serves(pause, settings):
             await self._drop_early()
-        start = self.input.turn_start_ms
-        if detector is None or pause is None or self._early is not None or start is None:
+        if detector is None or pause is None or self._early is not None:
             return
-        silence_ms = detector.rule.settings.silence_duration_ms
-        if detector.heard_ms - pause >= min(EARLY_AFTER_MS, silence_ms):
-            audio = self.input.peek(start, speech_cut_ms(pause, silence_ms))
+        cut_ms = speech_cut_ms(pause, detector.rule.settings.silence_duration_ms)
+        if detector.heard_ms >= cut_ms:
+            audio = self.input.peek(self.input.turn_start_ms, cut_ms)
             self._early = EarlyTranscript(pause, settings, self._recognize(audio, settings))
 
     async def _drop_early(self) -> None:
@@ -219,10 +217,10 @@ class Session:
             early = None
         heard: EarlyTranscript | bytes | None = early
         if early is None and speech_end_ms is not None and self.input.detector is not None:
+            # (a stop comes from the detector, and always says where its silence began)
             silence_ms = self.input.detector.rule.settings.silence_duration_ms
-            heard = self.input.peek(
-                self.input.turn_start_ms, speech_cut_ms(speech_end_ms, silence_ms)
-            )
+            cut_ms = speech_cut_ms(speech_end_ms, silence_ms)
+            heard = self.input.peek(self.input.turn_start_ms, cut_ms)
         audio = self.input.take(self.input.turn_start_ms, end_ms)
         turn = self.config.turn_detection
         await self._committed(item_id, audio, bool(turn and turn.create_response), heard)

@@ -26,6 +26,7 @@ class Op(WireEnum):
     EMBED = "embed"  # texts / token ids -> vectors
     SCORE = "score"  # (query, document) pairs -> relevance scores (rerank, score)
     IMAGE = "image"  # a prompt (and a picture to edit) -> pictures
+    VIDEO = "video"  # a prompt -> a video clip with its sound
 
 
 class JsonObject(WireStruct, tag="json_object"):
@@ -203,6 +204,20 @@ class ImageInputs(WireStruct, tag=Op.IMAGE.value):
     partial_images: int = 0
 
 
+class VideoInputs(WireStruct, tag=Op.VIDEO.value):
+    """A clip from a prompt (mlx-vlm's video generation): `seconds` long (the model makes the
+    next length its frames come in), width x height pixels. `steps` None: the model's default
+    (VideoInfo). The clip is what one direct call with the same seed makes."""
+
+    op: ClassVar[Op] = Op.VIDEO
+    prompt: str
+    width: int
+    height: int
+    seconds: float
+    steps: int | None = None
+    seed: int | None = None  # None: the worker draws one (VideoOut.seed says which)
+
+
 Inputs = Union[  # noqa: UP007
     ChatInputs,
     CompleteInputs,
@@ -211,4 +226,5 @@ Inputs = Union[  # noqa: UP007
     EmbedInputs,
     ScoreInputs,
     ImageInputs,
+    VideoInputs,
 ]

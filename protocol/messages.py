@@ -32,10 +32,11 @@ from protocol.ready import (
     SpeechInfo,
     TextInfo,
     TranscriptionInfo,
+    VideoInfo,
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 18
+PROTOCOL_VERSION = 19
 
 
 class Tag(IntEnum):
@@ -164,6 +165,7 @@ class Ready(WireStruct, tag=int(Tag.READY)):
     embedding: EmbeddingInfo | None = None  # the embedding model, when there is one
     score: ScoreInfo | None = None  # the model that scores pairs (rerank, score)
     image: ImageInfo | None = None  # the image-generation model, when there is one
+    video: VideoInfo | None = None  # the video-generation model, when there is one
 
 
 class Usage(WireStruct):
@@ -217,6 +219,18 @@ class ImageOut(WireStruct):
     partial: int | None = None  # a preview: its number (0, 1, ...); None: the picture
 
 
+class VideoOut(WireStruct):
+    """A video request's clip: H.264 video and AAC sound in an MP4 file, and its first frame."""
+
+    mp4: bytes
+    width: int
+    height: int
+    frames: int
+    fps: float
+    seed: int  # the seed it was generated with
+    first_frame: bytes  # RGB, 8 bits, rows top first: width * height * 3 bytes
+
+
 class ErrorInfo(WireStruct):
     code: ErrorCode
     message: str
@@ -246,6 +260,8 @@ class Delta(WireStruct):
     embeddings: list[bytes] = []
     scores: list[float] = []  # relevance scores, one per document in order (terminal delta)
     images: list[ImageOut] = []  # pictures and previews, as each is done
+    video: VideoOut | None = None  # a video request's clip (terminal delta)
+    progress: float | None = None  # a video request's fraction done, as it changes
 
 
 class Step(WireStruct, tag=int(Tag.STEP)):

@@ -23,6 +23,7 @@ class Capability(WireEnum):
     SCORE = "score"  # relevance scores of text pairs (/v1/score)
     IMAGE_OUT = "image_out"  # a prompt -> pictures (/v1/images/generations)
     IMAGE_EDIT = "image_edit"  # a picture + a prompt -> pictures (/v1/images/edits)
+    VIDEO_OUT = "video_out"  # a prompt -> a video clip with sound (/v1/videos)
 
 
 class Adapter(WireStruct):
@@ -122,3 +123,23 @@ class ImageInfo(WireStruct):
     previews: bool  # can show partial images while it denoises
     max_guidance: float | None = None  # the largest guidance scale it takes (None: any)
     default_edit_steps: int | None = None  # an edit's default steps (None: default_steps)
+
+
+class VideoInfo(WireStruct):
+    """The video-generation model (mlx-vlm) and the clips it makes, which the gateway checks
+    before the worker sees a request."""
+
+    model_path: str
+    family: str  # mlx-vlm's model type, e.g. "minimax_h3"
+    default_steps: int
+    min_steps: int
+    max_steps: int
+    default_width: int  # pixels
+    default_height: int
+    side_multiple: int  # width and height are multiples of it
+    max_pixels: int  # width x height
+    max_aspect: float  # the longer side over the shorter, at most
+    min_seconds: float
+    max_seconds: float
+    fps: float
+    max_prompt_tokens: int

@@ -24,6 +24,7 @@ from protocol.inputs import (
     ScoreInputs,
     SpeechInputs,
     TranscribeInputs,
+    VideoInputs,
 )
 from protocol.messages import (
     MESSAGES,
@@ -50,6 +51,7 @@ from protocol.messages import (
     TokenLogprob,
     ToolCallDelta,
     Usage,
+    VideoOut,
     WorkerCounters,
 )
 from protocol.ready import (
@@ -61,6 +63,7 @@ from protocol.ready import (
     SpeechInfo,
     TextInfo,
     TranscriptionInfo,
+    VideoInfo,
     Voice,
 )
 
@@ -80,7 +83,7 @@ PINNED_FIELDS = {
     DetokenizeArgs: ("tokens",),
     Ready: (
         "protocol_version", "pid", "model", "capabilities", "max_num_seqs", "text", "speech",
-        "transcription", "embedding", "score", "image",
+        "transcription", "embedding", "score", "image", "video",
     ),
     Step: ("deltas",),
     ControlReply: (
@@ -130,6 +133,13 @@ PINNED_FIELDS = {
         "default_edit_steps",
     ),
     ImageOut: ("index", "width", "height", "pixels", "seed", "partial"),
+    VideoInputs: ("prompt", "width", "height", "seconds", "steps", "seed"),
+    VideoInfo: (
+        "model_path", "family", "default_steps", "min_steps", "max_steps", "default_width",
+        "default_height", "side_multiple", "max_pixels", "max_aspect", "min_seconds",
+        "max_seconds", "fps", "max_prompt_tokens",
+    ),
+    VideoOut: ("mp4", "width", "height", "frames", "fps", "seed", "first_frame"),
     TextInfo: ("max_context", "batching", "talker_speakers", "adapters"),
     Voice: ("name", "language"),
     SpeechInfo: (
@@ -149,7 +159,7 @@ PINNED_FIELDS = {
     Delta: (
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
-        "stop_sequence", "embeddings", "scores", "images",
+        "stop_sequence", "embeddings", "scores", "images", "video", "progress",
     ),
     Segment: (
         "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
@@ -166,13 +176,13 @@ PINNED_TAGS = {
     Ready: 16, Step: 17, ControlReply: 18, Heartbeat: 19, Fatal: 20,
     ChatInputs: "chat", CompleteInputs: "complete", SpeechInputs: "speech",
     TranscribeInputs: "transcribe", EmbedInputs: "embed", ScoreInputs: "score",
-    ImageInputs: "image",
+    ImageInputs: "image", VideoInputs: "video",
     JsonObject: "json_object", JsonSchema: "json_schema", Regex: "regex", Choice: "choice",
     Grammar: "grammar",
 }  # fmt: skip
 
 PINNED_VALUES = {
-    Op: ["chat", "complete", "speech", "transcribe", "embed", "score", "image"],
+    Op: ["chat", "complete", "speech", "transcribe", "embed", "score", "image", "video"],
     FinishReason: ["stop", "tool_calls", "length", "abort", "error"],
     ErrorCode: ["bad_request", "internal", "worker_died", "model_swap", "deadline", "slow_reader",
                 "context_length_exceeded"],
@@ -182,13 +192,13 @@ PINNED_VALUES = {
     ],
     Capability: [
         "chat", "complete", "image_in", "audio_in", "video_in", "speech", "transcribe", "translate",
-        "embed", "rerank", "score", "image_out", "image_edit",
+        "embed", "rerank", "score", "image_out", "image_edit", "video_out",
     ],
 }  # fmt: skip
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 18
+    assert PROTOCOL_VERSION == 19
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -279,10 +289,11 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
     assert raw == [
         17,
         [
-            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], [], []],
+            ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], [], [],
+             None, None],
             ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
                  None, b"", 0,
-             [], "", "", [], [], []],
+             [], "", "", [], [], [], None, None],
         ],
     ]  # fmt: skip
 

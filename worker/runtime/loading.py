@@ -17,7 +17,9 @@ causal LM given there is taken as an LLM reranker). Without a reranker, an embed
 scores pairs itself by cosine (the fallback, ScoreInfo.method "embedding-cosine").
 An image-generation checkpoint (a diffusers-style folder mlx-vlm generates pictures with,
 worker/images/model.py) as the main model gets the image engine alone; `--image-model` adds one
-next to the main model. Everything here runs on the MLX thread.
+next to the main model; a video-generation checkpoint (worker/videos/model.py) likewise gets the
+video engine, alone or next to the main model with `--video-model`. Everything here runs on the
+MLX thread.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from protocol.ready import (
     SpeechInfo,
     TextInfo,
     TranscriptionInfo,
+    VideoInfo,
 )
 from worker.embedding.args import add_embedding_arguments, embedding_settings
 from worker.embedding.checkpoint import LLM_RERANKER, is_embedding_checkpoint, reranker_method
@@ -43,7 +46,7 @@ from worker.embedding.checkpoint import LLM_RERANKER, is_embedding_checkpoint, r
 # mlx-audio names its two kinds "tts" (speech) and "stt" (transcription)
 TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED = "text", "vision", "tts", "stt", "embed"
 RERANK = "rerank"
-IMAGE = "image"
+IMAGE, VIDEO = "image", "video"
 BACKENDS = ("auto", "text", "omni")
 _EXTRA = {SPEECH: "tts", TRANSCRIPTION: "audio"}
 
@@ -56,6 +59,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="a speech-recognition checkpoint served next to it (speech in)",
     )
     add("--image-model", help="an image-generation checkpoint served next to the main model")
+    add("--video-model", help="a video-generation checkpoint served next to the main model")
     add("--omni", action="store_true", help="the main model is a speech model")
     add(
         "--backend",
@@ -102,9 +106,10 @@ def model_kind(path: str) -> str:
 
 
 def main_model_kind(path: str, backend: str = "auto") -> str:
-    """TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED, RERANK or IMAGE for the main model under
-    `--backend`; raises ValueError (naming the fix) when the backend cannot serve it."""
+    """TEXT, VISION, SPEECH, TRANSCRIPTION, EMBED, RERANK, IMAGE or VIDEO for the main model
+    under `--backend`; raises ValueError (naming the fix) when the backend cannot serve it."""
     from worker.images.model import is_image_checkpoint
+    from worker.videos.model import is_video_checkpoint
     from worker.vision.model import (
         OMNI_EXTRA_HINT,
         has_media_config,
@@ -119,6 +124,8 @@ def main_model_kind(path: str, backend: str = "auto") -> str:
         return TEXT
     if backend == "auto" and is_image_checkpoint(path):
         return IMAGE
+    if backend == "auto" and is_video_checkpoint(path):
+        return VIDEO
     if backend == "omni":
         vlm_model_type(path)  # raises naming the supported model types
         return VISION
@@ -148,6 +155,7 @@ class LoadedEngines:
     embedding: EmbeddingInfo | None = None
     score: ScoreInfo | None = None
     image: ImageInfo | None = None
+    video: VideoInfo | None = None
     tokenizer: Any = None  # the text model's, for count_tokens / tokenize (None without one)
     model: Any = None  # the text model's nn.Module, for mlx-lm's wired_limit
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -161,7 +169,7 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
     """Loads every engine the arguments ask for (raises on any failure: the caller sends Fatal);
     `sharder`: the text model is split across a distributed group (worker/distributed/)."""
     kind = main_model_kind(args.model, getattr(args, "backend", "auto"))
-    if args.omni and kind in (TEXT, VISION, EMBED, RERANK, IMAGE):
+    if args.omni and kind in (TEXT, VISION, EMBED, RERANK, IMAGE, VIDEO):
         raise ValueError(f"--omni: {args.model} is not a speech (TTS or speech-recognition) model")
     loaded = LoadedEngines()
     if kind != TEXT:
@@ -178,6 +186,8 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
         _add_reranker(loaded, args.model, args)
     elif kind == IMAGE:
         _add_image(loaded, args.model)
+    elif kind == VIDEO:
+        _add_video(loaded, args.model)
     else:
         _add_speech(loaded, kind, args.model, args.dtype)
     for extra_kind, path in (
@@ -221,6 +231,19 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
                 "extra if it is one)"
             )
         _add_image(loaded, image_model)
+    video_model = getattr(args, "video_model", None)
+    if video_model:
+        if kind == VIDEO:
+            raise ValueError(f"--video-model: the main model {args.model} makes video already")
+        from worker.videos.model import is_video_checkpoint
+
+        if not is_video_checkpoint(video_model):
+            raise ValueError(
+                f"--video-model {video_model} is not a video-generation checkpoint (a "
+                "MiniMax-H3 folder mlx-vlm generates video with; install the [images] extra "
+                "if it is one)"
+            )
+        _add_video(loaded, video_model)
     if loaded.score is None:
         _score_by_embeddings(loaded)
     return loaded
@@ -232,6 +255,16 @@ def _add_image(loaded: LoadedEngines, path: str) -> None:
     engine = load_image_engine(path)
     loaded.engines.append(engine)
     loaded.image = engine.ready_info()
+    loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
+
+
+def _add_video(loaded: LoadedEngines, path: str) -> None:
+    from worker.videos.engine import load_video_engine
+
+    engine = load_video_engine(path)
+    loaded.engines.append(engine)
+    loaded.closers.append(engine.close)
+    loaded.video = engine.ready_info()
     loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]
 
 

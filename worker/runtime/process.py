@@ -150,6 +150,7 @@ def _serve(
             embedding=loaded.embedding,
             score=loaded.score,
             image=loaded.image,
+            video=loaded.video,
         )
     )
     sender.enable_heartbeats()

@@ -16,6 +16,7 @@ from worker.tiny_models import (
     tts,
     tts_families,
     vlm,
+    videos,
     vlm_families,
     whisper,
 )
@@ -220,6 +221,14 @@ ARCHS: Mapping[str, Arch] = {
         lambda tid: {},
         sizes=images.MOSS_IMAGE_SIZES,
         build=images.build_moss_image,
+    ),
+    # Video out, for mlx_vlm.generate.video_generation (worker/tiny_models/videos.py).
+    "minimax_h3": Arch(
+        vlm_families.QWEN3_VL_TOKENIZER,
+        lambda dims, tid: videos.h3_configs(dims, tid),
+        lambda tid: {},
+        sizes=videos.H3_SIZES,
+        build=videos.build_minimax_h3,
     ),
 }
 

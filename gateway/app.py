@@ -27,6 +27,8 @@ from gateway.api.responses.store import ResponseStore
 from gateway.api.speech import routes as speech
 from gateway.api.tokenize import routes as tokenize
 from gateway.api.transcriptions import routes as transcriptions
+from gateway.api.videos import routes as videos
+from gateway.api.videos.jobs import VideoJobs
 from gateway.config import ServerConfig
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import APIKeyMiddleware
@@ -54,6 +56,7 @@ ROUTES = [
     *transcriptions.ROUTES,
     *embeddings.ROUTES,
     *images.ROUTES,
+    *videos.ROUTES,
     *tokenize.ROUTES,
 ]
 
@@ -87,6 +90,7 @@ def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starle
         try:
             yield
         finally:
+            await app.state.videos.close()
             await engine.stop()
 
     app = Starlette(
@@ -107,4 +111,5 @@ def create_app(config: ServerConfig, engine: EngineClient | ModelPool) -> Starle
     app.state.metrics = Metrics(engine)  # GET /metrics; observes the engine's requests
     app.state.model_created = int(time.time())  # reset by each model swap
     app.state.responses = ResponseStore()  # previous_response_id and GET /v1/responses/{id}
+    app.state.videos = VideoJobs()  # /v1/videos jobs and their clips
     return app

@@ -100,6 +100,7 @@ class ServerConfig:
     embedding_model: str | None = None  # an embedding checkpoint served next to the main model
     rerank_model: str | None = None  # a reranker (cross-encoder or LLM) next to the main model
     image_model: str | None = None  # an image-generation checkpoint next to the main model
+    video_model: str | None = None  # a video-generation checkpoint next to the main model
     max_embedding_inputs: int = 2048  # inputs of one /v1/embeddings request (OpenAI's limit)
     max_embedding_tokens: int = 300_000  # tokens of one request, all inputs (OpenAI's limit)
     embedding_batch_tokens: int = 8192  # padded tokens of one embedding forward pass

@@ -31,6 +31,9 @@ SERVED: dict[str, tuple[str, ...]] = {
     "/embeddings": ("post",),
     "/images/generations": ("post",),
     "/images/edits": ("post",),
+    "/videos": ("post", "get"),
+    "/videos/{video_id}": ("get", "delete"),
+    "/videos/{video_id}/content": ("get",),
     "/models": ("get",),
     "/models/{model}": ("get",),
 }

@@ -19,6 +19,7 @@ REFUSED = {
     "embedding_model": "--embedding-model",
     "rerank_model": "--rerank-model",
     "image_model": "--image-model",
+    "video_model": "--video-model",
     "draft_model": "--draft-model",
     "adapter_path": "--adapter-path",
     "lora_modules": "--lora-modules",

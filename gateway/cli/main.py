@@ -355,6 +355,7 @@ def _check_models_file_flags(model: str | None, options: dict[str, Any]) -> None
         "embedding_model",
         "rerank_model",
         "image_model",
+        "video_model",
         "draft_model",
         "lora_modules",
     ):

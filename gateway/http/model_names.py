@@ -19,6 +19,7 @@ from gateway.workers.served_models import (
     RERANK,
     SPEECH,
     TRANSCRIPTION,
+    VIDEO,
     ServedModel,
     UnsupportedName,
     lookup,
@@ -33,6 +34,7 @@ WHAT = {
     EMBEDDING: "make embeddings",
     RERANK: "rerank or score",
     IMAGE: "make images",
+    VIDEO: "make video",
 }
 ADD_ONE = {
     CHAT: "this server serves no chat model",
@@ -42,6 +44,7 @@ ADD_ONE = {
     RERANK: "serve a reranker or an embedding model, or add one with `--rerank-model "
     "RERANKER` or `--embedding-model EMBEDDER`",
     IMAGE: "serve an image-generation model, or add one with `--image-model IMAGE_MODEL`",
+    VIDEO: "serve a video-generation model, or add one with `--video-model VIDEO_MODEL`",
 }
 
 

@@ -26,6 +26,7 @@ from gateway.api.responses import surface as responses
 from gateway.api.speech.form import REF_AUDIO_FILES, VOICE
 from gateway.api.tokenize import requests as tokenize
 from gateway.api.transcriptions.request import TRANSCRIPTION, TRANSLATION
+from gateway.api.videos.request import CREATE as VIDEO_CREATE
 from gateway.audio.speech.request import SPEECH
 from gateway.generation.chat_body import CHAT
 from gateway.openapi.responses import (
@@ -74,6 +75,15 @@ _OPERATIONS: dict[str, tuple[str, str, dict[str, str]]] = {
         "images",
         {FORM: "ImageEditForm", JSON: "ImageEditRequest"},
     ),
+    "createVideo": (
+        "A video job: a clip with sound from a prompt",
+        "videos",
+        {FORM: "VideoForm", JSON: "VideoRequest"},
+    ),
+    "listVideos": ("The video jobs (query: limit, order, after)", "videos", {}),
+    "getVideo": ("A video job", "videos", {}),
+    "deleteVideo": ("Forget a video job (aborting it if it runs)", "videos", {}),
+    "getVideoContent": ("A video's MP4, or its first frame (query: variant)", "videos", {}),
     "tokenize": ("Token ids of a prompt or a chat (vLLM)", "tokenizer", {JSON: "TokenizeRequest"}),
     "detokenize": ("Text of token ids (vLLM)", "tokenizer", {JSON: "DetokenizeRequest"}),
     "loadModel": ("Swap the served model", "admin", {JSON: "LoadModelRequest"}),
@@ -92,6 +102,7 @@ _PATH_PARAMETERS = {
     "model_id": "A served model's id or alias.",
     "response_id": "A stored response's id.",
     "voice_id": "A saved voice's id.",
+    "video_id": "A video job's id.",
 }
 
 
@@ -130,6 +141,8 @@ def request_schemas() -> dict[str, dict[str, Any]]:
         "ImageGenerationRequest": IMAGE_GENERATION.json_schema(),
         "ImageEditForm": _form(IMAGE_EDIT, ("image", "mask")),
         "ImageEditRequest": IMAGE_EDIT_JSON.json_schema(),
+        "VideoRequest": VIDEO_CREATE.json_schema(),
+        "VideoForm": _form(VIDEO_CREATE, ("input_reference",)),
         "TokenizeRequest": {
             "anyOf": [
                 {**tokenize.PROMPT.json_schema(), "required": ["prompt"]},

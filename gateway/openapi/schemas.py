@@ -24,6 +24,7 @@ from gateway.api.responses.schemas import RESPONSE_EVENTS
 from gateway.api.speech import schemas as speech
 from gateway.api.tokenize import schemas as tokenize
 from gateway.api.transcriptions import schemas as transcriptions
+from gateway.api.videos import schemas as videos
 from gateway.schema import error_bodies
 from gateway.schema.builders import Schema
 
@@ -39,6 +40,7 @@ COMPONENTS: dict[str, Schema] = {
     **transcriptions.SCHEMAS,
     **embeddings.SCHEMAS,
     **images.SCHEMAS,
+    **videos.SCHEMAS,
     **tokenize.SCHEMAS,
     **admin.ADMIN,
 }

@@ -7,7 +7,7 @@
       - id: chat                # the name clients send (required, unique)
         path: /models/qwen3     # a checkpoint directory or a hub repo id (required)
         aliases: [gpt-4o-mini]  # more names that reach it
-        kind: chat              # chat | speech | transcription | embed | rerank | image | auto (default:
+        kind: chat              # chat | speech | transcription | embed | rerank | image | video | auto (default:
                                 # auto; tts and asr: older names of speech, transcription)
         pinned: true            # never evicted (default false)
         preload: true           # loaded at start (default false: on first request)
@@ -20,7 +20,7 @@
 `options` are the `serve` flags that apply to one model (OPTIONS, by their ServerConfig names).
 A file that breaks a rule is refused at start with the line and the field named:
 `models.yaml:7: models[1].kind: must be one of chat, speech, transcription, embed, rerank, image,
-auto`.
+video, auto`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import yaml
 from gateway.config import ServerConfig
 from protocol.endpoints import BadAddress, parse_tcp
 
-KINDS = ("chat", "speech", "transcription", "embed", "rerank", "image", "auto")
+KINDS = ("chat", "speech", "transcription", "embed", "rerank", "image", "video", "auto")
 # The older names of two kinds, still read.
 KIND_ALIASES = {"tts": "speech", "asr": "transcription"}
 # ServerConfig fields one model's worker takes from its entry's `options`.

@@ -40,6 +40,7 @@ from gateway.workers.served_models import (
     RERANK,
     SPEECH,
     TRANSCRIPTION,
+    VIDEO,
     ServedModel,
     served_models,
 )
@@ -54,6 +55,7 @@ KIND_OF_SPEC = {
     "embed": (EMBEDDING, RERANK),  # an embedding model also scores by cosine
     "rerank": (RERANK,),
     "image": (IMAGE,),
+    "video": (VIDEO,),
     "auto": (),  # known once loaded
 }
 EXPECTED_CAPABILITIES = {
@@ -63,6 +65,7 @@ EXPECTED_CAPABILITIES = {
     EMBEDDING: ("embed",),
     RERANK: ("rerank", "score"),
     IMAGE: ("image_out",),
+    VIDEO: ("video_out",),
 }
 WEIGHT_SUFFIXES = (".safetensors", ".npz", ".gguf", ".bin", ".pt", ".pth")
 RETRY_AFTER = 1.0
@@ -117,6 +120,7 @@ def entry_config(base: ServerConfig, spec: ModelSpec, path: str) -> ServerConfig
         embedding_model=None,
         rerank_model=None,
         image_model=None,
+        video_model=None,
         model_aliases=(),
         **spec.options,
     )

@@ -21,11 +21,13 @@ def checkpoint_problem(path: str) -> str | None:
     """What keeps the directory `path` from being a checkpoint (its config.json and its
     weights, `*.safetensors` or `*.npz`, as mlx-lm, mlx-vlm and mlx-audio save them; or, an
     image-generation pipeline, its model_index.json and components, each a folder of its own
-    config and weights, as diffusers lays them out), or None."""
+    config and weights, as diffusers lays them out; or mlx-vlm's converted MiniMax-H3 video
+    pipeline, its h3_manifest.json and components alike), or None."""
     if not os.path.isdir(path):
         return f"{path} is not a directory"
-    if os.path.isfile(os.path.join(path, "model_index.json")):
-        return _pipeline_problem(path)
+    for index in ("model_index.json", "h3_manifest.json"):
+        if os.path.isfile(os.path.join(path, index)):
+            return _pipeline_problem(path, index)
     if not os.path.isfile(os.path.join(path, "config.json")):
         return f"{path} has no config.json: not a model checkpoint"
     if not any(name.endswith(WEIGHT_SUFFIXES) for name in os.listdir(path)):
@@ -33,7 +35,7 @@ def checkpoint_problem(path: str) -> str | None:
     return None
 
 
-def _pipeline_problem(path: str) -> str | None:
+def _pipeline_problem(path: str, index: str) -> str | None:
     parts = [
         name
         for name in os.listdir(path)
@@ -41,7 +43,7 @@ def _pipeline_problem(path: str) -> str | None:
         and any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(os.path.join(path, name)))
     ]
     if not parts:
-        return f"{path} has a model_index.json but no component with weights (*.safetensors)"
+        return f"{path} has a {index} but no component with weights (*.safetensors)"
     return None
 
 

@@ -1,10 +1,11 @@
 """Which models a server serves, and which names reach them.
 
 One worker serves the main model (MODEL: chat, or itself a TTS, speech-recognition,
-embedding, reranking or image-generation model) and optionally a TTS model (`--speech-model`), a
+embedding, reranking, image- or video-generation model) and optionally a TTS model (`--speech-model`), a
 speech-recognition model (`--transcription-model`), an embedding model (`--embedding-model`), a
-reranker (`--rerank-model`) and an image model (`--image-model`). Its Ready message tells them
-apart by section (`text`, `speech`, `transcription`, `embedding`, `score`, `image`, each with its
+reranker (`--rerank-model`), an image model (`--image-model`) and a video model
+(`--video-model`). Its Ready message tells them apart by section (`text`, `speech`,
+`transcription`, `embedding`, `score`, `image`, `video`, each with its
 checkpoint path); sections with the main
 model's path are the main model itself. The `score` section of an embedding model that scores
 by cosine (no reranker served) has the embedding model's path, so that model is of both kinds. Each
@@ -19,7 +20,8 @@ A request's `model` reaches a served model by, in this order:
    `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts` reach the TTS model, `whisper-1`,
    `gpt-4o-transcribe`, `gpt-4o-mini-transcribe` the speech-recognition model and
    `text-embedding-3-small`, `text-embedding-3-large`, `text-embedding-ada-002` the
-   embedding model, `gpt-image-1`, `gpt-image-1-mini`, `dall-e-3`, `dall-e-2` the image model. OpenAI names
+   embedding model, `gpt-image-1`, `gpt-image-1-mini`, `dall-e-3`, `dall-e-2` the image model,
+   `sora-2`, `sora-2-pro` the video model. OpenAI names
    whose output this server cannot give (`UNSUPPORTED_NAMES`) are refused by name instead;
 3. a `--model-alias` glob (`fnmatch`, case-sensitive), which reaches the main model.
 
@@ -42,7 +44,7 @@ from gateway.workers.protocol import EngineClient
 from protocol.messages import Ready
 
 CHAT, SPEECH, TRANSCRIPTION = "chat", "speech", "transcription"  # what a route needs
-EMBEDDING, RERANK, IMAGE = "embedding", "rerank", "image"
+EMBEDDING, RERANK, IMAGE, VIDEO = "embedding", "rerank", "image", "video"
 KIND_CAPABILITIES = {
     CHAT: ("chat", "complete", "image_in", "audio_in", "video_in"),
     SPEECH: ("speech",),
@@ -50,12 +52,14 @@ KIND_CAPABILITIES = {
     EMBEDDING: ("embed",),
     RERANK: ("rerank", "score"),
     IMAGE: ("image_out", "image_edit"),
+    VIDEO: ("video_out",),
 }
 DEFAULT_NAMES = {
     SPEECH: ("tts-1", "tts-1-hd", "gpt-4o-mini-tts"),
     TRANSCRIPTION: ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe"),
     EMBEDDING: ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002"),
     IMAGE: ("gpt-image-1", "gpt-image-1-mini", "dall-e-3", "dall-e-2"),
+    VIDEO: ("sora-2", "sora-2-pro"),
 }
 UNSUPPORTED_NAMES = {
     "gpt-4o-transcribe-diarize": "speaker diarization (who spoke when) is not available here",
@@ -70,7 +74,9 @@ class UnsupportedName(Exception):
 class ServedModel:
     id: str
     path: str
-    kinds: tuple[str, ...]  # CHAT, SPEECH, TRANSCRIPTION, EMBEDDING, RERANK, IMAGE; () until ready
+    kinds: tuple[
+        str, ...
+    ]  # CHAT, SPEECH, TRANSCRIPTION, EMBEDDING, RERANK, IMAGE, VIDEO; () until ready
     capabilities: tuple[str, ...]  # Ready's capabilities of these kinds, in Ready's order
     main: bool = False
     other_names: tuple[str, ...] = ()  # also exact: the checkpoint path, the TTS section's name
@@ -131,6 +137,8 @@ def served_models(engine: EngineClient, alias_patterns: Sequence[str] = ()) -> l
         sections.append((RERANK, ready.score.model_path, None))
     if ready.image is not None:
         sections.append((IMAGE, ready.image.model_path, None))
+    if ready.video is not None:
+        sections.append((VIDEO, ready.video.model_path, None))
     if sections and all(_normal(path) != main_path for _, path, _ in sections):
         # A speech model served alone under a path the worker spelled its own way.
         kind, path, name = sections[0]

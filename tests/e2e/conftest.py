@@ -70,8 +70,9 @@ def embedding_path() -> str:
 
 @pytest.fixture(scope="session")
 def full_server(start_server, qwen3_path, speech_paths, embedding_path) -> ServerProcess:
-    """The tiny qwen3 with a TTS, a speech-recognition, an embedding and an image model next
-    to it: every OpenAI operation the server has is served (the schema tests use it)."""
+    """The tiny qwen3 with a TTS, a speech-recognition, an embedding, an image and a video
+    model next to it: every OpenAI operation the server has is served (the schema tests use
+    it)."""
     return start_server(
         qwen3_path,
         "--speech-model",
@@ -82,6 +83,8 @@ def full_server(start_server, qwen3_path, speech_paths, embedding_path) -> Serve
         embedding_path,
         "--image-model",
         str(ensure_checkpoint("z_image", "tiny")),
+        "--video-model",
+        str(ensure_checkpoint("minimax_h3", "tiny")),
         name="full",
     )
 

@@ -1,10 +1,12 @@
 """Schemathesis against the real server, from the vendored official OpenAI document.
 
 Requests are generated from the document's schemas for every served operation (chat,
-completions, Responses, speech, transcriptions, translations, embeddings, images, models). Hooks
-make them ones this server can be asked: the served model's id in `model` (the one serving that
-operation, most of the time), a voice the TTS model has, a real WAV file and a PNG as the
-uploads, output lengths and picture sizes capped so the tiny models answer in milliseconds. Two checks run on every answer: no
+completions, Responses, speech, transcriptions, translations, embeddings, images, videos,
+models). Hooks make them ones this server can be asked: the served model's id in `model` (the
+one serving that operation, most of the time), a voice the TTS model has, a real WAV file and a
+PNG as the uploads, output lengths and picture sizes capped so the tiny models answer in
+milliseconds, the ids of video jobs made for the run in the video paths (the jobs the run makes
+are deleted at its end). Two checks run on every answer: no
 5xx, and a 2xx body conforms to the document's response schema. The worker is the same process
 at the end: no generated request crashed it.
 
@@ -17,10 +19,13 @@ from __future__ import annotations
 
 import base64
 import copy
+import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 
@@ -37,6 +42,7 @@ _PIDS: list[int] = []
 _TARGET: dict[str, Any] = {}
 # Status codes seen per operation, to show the hooks made servable requests.
 _STATUSES: defaultdict[str, list[int]] = defaultdict(list)
+_VIDEOS_MADE: list[str] = []  # the video jobs the run started (deleted at its end)
 
 
 def _errata(document: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +76,9 @@ def _errata(document: dict[str, Any]) -> dict[str, Any]:
         for content in paths[path]["post"]["requestBody"]["content"].values():
             content.pop("examples", None)
             content.pop("example", None)
+    # A video's `size` is documented as Sora's four sizes; the models served here make others
+    # (the server answers the size it made, as a WIDTHxHEIGHT string).
+    document["components"]["schemas"]["VideoSize"] = {"type": "string"}
     # An event stream's `schema` is documented as the schema of each event's `data` (JSON),
     # but OpenAPI (3.2's `itemSchema`, and schemathesis reading 3.1 the same way) takes it as
     # the schema of the event itself ({"event", "data", "id"}): every event would fail. Each
@@ -110,7 +119,7 @@ SCHEMA = schemathesis.openapi.from_dict(_errata(spec()))
 @pytest.fixture(scope="module")
 def target(
     full_server, qwen3_path, speech_paths, embedding_path, tmp_path_factory
-) -> dict[str, Any]:
+) -> Iterator[dict[str, Any]]:
     wav = speech_wav(tmp_path_factory.mktemp("schemathesis") / "hi.wav", "Hello there.")
     _PIDS.append(full_server.worker_pid())
     _TARGET.update(
@@ -119,11 +128,36 @@ def target(
         asr=model_name(speech_paths["asr"]),
         embed=model_name(embedding_path),
         image=model_name(str(ensure_checkpoint("z_image", "tiny"))),
+        video=model_name(str(ensure_checkpoint("minimax_h3", "tiny"))),
         wav=Path(wav).read_bytes(),
         png=_png(),
         png_url="data:image/png;base64," + base64.b64encode(_png()).decode(),
     )
-    return {"server": full_server, **_TARGET}
+    with _api(full_server) as client:
+        made = [_small_video(client) for _ in range(4)]
+        _TARGET["video"] = _finished(client, made[0])  # GET paths: a completed job
+        _TARGET["videos_to_delete"] = made[1:]
+        yield {"server": full_server, **_TARGET}
+        for video_id in _VIDEOS_MADE:  # the run's own jobs: none goes on after it
+            client.delete(f"/v1/videos/{video_id}")
+
+
+def _api(server) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=60)
+
+
+def _small_video(client: httpx.Client) -> str:
+    body = {"prompt": "a teal square", "size": "32x32", "num_inference_steps": 2}
+    return client.post("/v1/videos", json=body).json()["id"]
+
+
+def _finished(client: httpx.Client, video_id: str) -> str:
+    for _ in range(600):
+        if client.get(f"/v1/videos/{video_id}").json()["status"] == "completed":
+            return video_id
+        time.sleep(0.1)
+    raise AssertionError(f"the video job {video_id} did not complete")
 
 
 _MODEL_OF = {
@@ -136,6 +170,7 @@ _MODEL_OF = {
     "/embeddings": "embed",
     "/images/generations": "image",
     "/images/edits": "image",
+    "/videos": "video",
 }
 _CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Most generated bodies hold some field this server refuses (a 400 naming it, which is right);
@@ -188,6 +223,10 @@ def _servable(context, body):
     if path.startswith("/audio/transcriptions") or path.startswith("/audio/translations"):
         if roll < 0.8:
             body["file"] = _TARGET["wav"]
+    if path == "/videos":
+        if roll < 0.8 or _pixels(body.get("size")) > 64 * 64:
+            body["size"] = "32x32"  # (unset: the model's canvas, 1344x768)
+        body["num_inference_steps"] = 2
     if path.startswith("/images/"):
         if roll < 0.8 or _pixels(body.get("size")) > 64 * 64:
             body["size"] = "32x32"  # (auto: 1024x1024, seconds a picture here)
@@ -233,14 +272,25 @@ def _png() -> bytes:
 
 @SCHEMA.hook("map_path_parameters")
 def _served_model_id(context, path_parameters):
-    if context.operation.path == "/models/{model}" and _TARGET and chance(path_parameters) < 0.5:
+    if not _TARGET or chance(path_parameters) >= 0.5:
+        return path_parameters
+    if context.operation.path == "/models/{model}":
         path_parameters["model"] = _TARGET["chat"]
+    elif context.operation.path.startswith("/videos/{video_id}"):
+        deleting = context.operation.method.upper() == "DELETE"
+        if deleting and _TARGET["videos_to_delete"]:
+            path_parameters["video_id"] = _TARGET["videos_to_delete"].pop()
+        elif not deleting:
+            path_parameters["video_id"] = _TARGET["video"]
     return path_parameters
 
 
 @SCHEMA.hook("after_call")
 def _record(context, case, response):
     _STATUSES[f"{case.method} {context.operation.path}"].append(response.status_code)
+    if case.method.upper() == "POST" and context.operation.path == "/videos":
+        if response.status_code == 200:
+            _VIDEOS_MADE.append(response.json()["id"])
 
 
 @SCHEMA.parametrize()

@@ -25,6 +25,7 @@ from protocol.ready import (
     SpeechInfo,
     TextInfo,
     TranscriptionInfo,
+    VideoInfo,
 )
 
 HANG = object()
@@ -65,11 +66,23 @@ def ready(
     embedding: EmbeddingInfo | None = None,
     score: ScoreInfo | None = None,
     image: ImageInfo | None = None,
+    video: VideoInfo | None = None,
 ) -> Ready:
     """The Ready of a worker with these capabilities (and sections)."""
     caps = list(capabilities)
     return Ready(
-        PROTOCOL_VERSION, 7, model, caps, 8, text, speech, transcription, embedding, score, image
+        PROTOCOL_VERSION,
+        7,
+        model,
+        caps,
+        8,
+        text,
+        speech,
+        transcription,
+        embedding,
+        score,
+        image,
+        video,
     )
 
 

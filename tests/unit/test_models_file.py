@@ -72,8 +72,9 @@ def test_without_limits_every_model_may_be_loaded_and_none_is_unloaded_for_idlin
         ("models: []\n", "f.yaml:1: models: must be a non-empty list"),
         ("modles:\n  - {id: a, path: /a}\n", "f.yaml:1: modles: unknown field"),
         ("models:\n  - {id: a}\n", "f.yaml:2: models[0].path: is required"),
-        ("models:\n  - id: a\n    path: /a\n    kind: video\n",
-         "f.yaml:4: models[0].kind: must be one of chat, speech, transcription, embed, rerank, image, auto"),
+        ("models:\n  - id: a\n    path: /a\n    kind: movie\n",
+         "f.yaml:4: models[0].kind: must be one of chat, speech, transcription, embed, rerank, "
+         "image, video, auto"),
         ("models:\n  - {id: a, path: /a}\n  - {id: b, path: /b, aliases: [a]}\n",
          "f.yaml:3: models[1]: the name 'a' is also a's"),
         ("models:\n  - id: a\n    path: /a\n    options: {max_num_seqs: many}\n",

@@ -18,6 +18,7 @@ from protocol.ready import (
     ImageInfo,
     SpeechInfo,
     TranscriptionInfo,
+    VideoInfo,
     Voice,
 )
 from tests.support.fake_engine import FakeEngine, accepted, make_client, ready
@@ -67,6 +68,8 @@ RECORDED = {
         "output_format", "partial_images", "prompt", "quality", "response_format", "size",
         "stream", "user",
     },
+    "CreateVideoJsonBody": {"input_reference", "model", "prompt", "seconds", "size"},
+    "CreateVideoMultipartBody": {"input_reference", "model", "prompt", "seconds", "size"},
 }  # fmt: skip
 
 HELLO = [{"role": "user", "content": "Hi"}]
@@ -77,12 +80,16 @@ JSON_OPERATIONS = {
     "CreateSpeechRequest": ("/v1/audio/speech", {"model": "tiny", "input": "Hi", "voice": "ryan"}),
     "CreateEmbeddingRequest": ("/v1/embeddings", {"model": "tiny", "input": "Hi"}),
     "CreateImageRequest": ("/v1/images/generations", {"model": "tiny", "prompt": "a fox"}),
+    "CreateVideoJsonBody": ("/v1/videos", {"model": "tiny", "prompt": "a fox"}),
 }
 FORM_OPERATIONS = {
     "CreateTranscriptionRequest": "/v1/audio/transcriptions",
     "CreateTranslationRequest": "/v1/audio/translations",
 }
 IMAGE = ImageInfo("/models/tiny", "z_image", 9, 0.0, 2, 100, 16, 2048, 16, True, True)
+VIDEO = VideoInfo(
+    "/models/tiny", "minimax_h3", 30, 2, 100, 64, 32, 32, 768 * 1344, 4.0, 5.0, 15.0, 24.0, 4096
+)
 AUDIO = SpeechInfo(
     "tiny", "/models/tiny", "qwen3_tts", [Voice("ryan")], False, False, False, True, [], False,
     True, 8000,
@@ -100,14 +107,15 @@ def _engine() -> FakeEngine:
         Capability(c)
         for c in (
             "chat", "complete", "speech", "transcribe", "translate", "embed", "image_out",
-            "image_edit",
+            "image_edit", "video_out",
         )
     ]  # fmt: skip
     asr = TranscriptionInfo("/models/tiny", "whisper", 16000, True)
     embed = EmbeddingInfo("/models/tiny", "mlx-embeddings", "bert", 1, "mean", True, 16, 8, 99)
     engine.ready_info = ready(
-        *capabilities, speech=AUDIO, transcription=asr, embedding=embed, image=IMAGE
-    )
+        *capabilities, speech=AUDIO, transcription=asr, embedding=embed, image=IMAGE,
+        video=VIDEO,
+    )  # fmt: skip
     return engine
 
 
@@ -154,6 +162,16 @@ def test_every_documented_image_edit_field_is_known(field):
     with make_client(_engine()) as client:
         response = client.post(
             "/v1/images/edits", data=data, files={"image": ("a.png", b"\x89PNG", "image/png")}
+        )
+    assert _refusal(response) != "unknown_parameter", response.text
+
+
+@pytest.mark.parametrize("field", sorted(RECORDED["CreateVideoMultipartBody"]))
+def test_every_documented_video_form_field_is_known(field):
+    form = {"model": "tiny", "prompt": "a fox", field: "tiny" if field == "model" else "5"}
+    with make_client(_engine()) as client:
+        response = client.post(
+            "/v1/videos", files={name: (None, value) for name, value in form.items()}
         )
     assert _refusal(response) != "unknown_parameter", response.text
 

@@ -15,8 +15,8 @@ from worker.tiny_models import (
     text,
     tts,
     tts_families,
-    vlm,
     videos,
+    vlm,
     vlm_families,
     whisper,
 )

@@ -3,7 +3,7 @@
 # otherwise it says what is missing and the tests that need it skip, saying why. Run by
 # `make test` (so it does what CI does) and thereby by .ci/run.
 #   libopenblas0-pthread  the worker's float32 matmuls ~30x faster on the Linux CPU (--blas auto)
-#   ffmpeg                m4a / opus / webm uploads to the transcription endpoints
+#   ffmpeg                m4a / opus / webm uploads to the transcription endpoints; MP4 out (/v1/videos)
 #   espeak-ng             the real speech the transcription and real-weights tests use
 #   sox                   joins and resamples that speech (the realtime and VAD tests)
 #   nodejs, npm           the client tier's Node clients (Claude Code, Codex CLI, the SDKs)

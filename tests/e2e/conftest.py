@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.server import ADMIN_KEY, API_KEY, ServerProcess
+from tests.support.video_direct import HAS_FFMPEG
 from worker.tiny_models import ensure_checkpoint
 
 
@@ -83,8 +84,7 @@ def full_server(start_server, qwen3_path, speech_paths, embedding_path) -> Serve
         embedding_path,
         "--image-model",
         str(ensure_checkpoint("z_image", "tiny")),
-        "--video-model",
-        str(ensure_checkpoint("minimax_h3", "tiny")),
+        *(("--video-model", str(ensure_checkpoint("minimax_h3", "tiny"))) if HAS_FFMPEG else ()),
         name="full",
     )
 

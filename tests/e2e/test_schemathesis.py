@@ -33,6 +33,7 @@ from tests.support.openai_spec import spec
 from tests.support.schemathesis_runs import bounded, call_and_check, chance
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
+from tests.support.video_direct import HAS_FFMPEG
 from worker.tiny_models import ensure_checkpoint
 
 EXAMPLES = 25
@@ -133,6 +134,9 @@ def target(
         png=_png(),
         png_url="data:image/png;base64," + base64.b64encode(_png()).decode(),
     )
+    if not HAS_FFMPEG:  # no video model on the full server
+        yield {"server": full_server, **_TARGET}
+        return
     with _api(full_server) as client:
         made = [_small_video(client) for _ in range(4)]
         _TARGET["video"] = _finished(client, made[0])  # GET paths: a completed job
@@ -310,6 +314,8 @@ def test_every_operation_was_answered_with_success_at_least_once():
     # Without it the hooks could make every request a 4xx and the run above prove little.
     operations = {f"{m.upper()} {p}" for p, item in spec()["paths"].items() for m in item}
     operations -= {"parameters"}
+    if not HAS_FFMPEG:  # (no video model: the video paths answer 400)
+        operations = {op for op in operations if "/videos" not in op}
     succeeded = {op for op, codes in _STATUSES.items() if any(200 <= c < 300 for c in codes)}
     assert operations - {"DELETE /responses/{response_id}", "GET /responses/{response_id}"} <= (
         succeeded

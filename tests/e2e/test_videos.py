@@ -11,6 +11,8 @@ aborts it between steps and the worker serves on; bad requests are 4xx naming th
 from __future__ import annotations
 
 import io
+import os
+import signal
 import time
 
 import httpx
@@ -20,12 +22,12 @@ from PIL import Image
 
 from tests.support.openai_spec import errors as spec_errors
 from tests.support.server import SAME_BLAS, model_name, openai_client
-from tests.support.video_direct import direct_clip
+from tests.support.video_direct import direct_clip, needs_ffmpeg
 from worker.tiny_models import ensure_checkpoint
 
 PROMPT = "a red fox running in the snow"
 # The SDK warns that OpenAI's own Sora API has shut down; its shape is what is served here.
-pytestmark = pytest.mark.filterwarnings("ignore:The Sora API:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:The Sora API:DeprecationWarning"), needs_ffmpeg]
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,25 @@ def test_a_reference_file_unknown_ids_and_unready_content_are_refused(server):
         assert sheet.status_code == 400 and sheet.json()["error"]["param"] == "variant"
         assert client.get("/v1/videos", params={"limit": 101}).status_code == 400
         assert client.delete(f"/v1/videos/{running['id']}").status_code == 200
+
+
+def test_a_worker_killed_mid_clip_fails_its_job_and_the_next_job_is_served(server):
+    with http(server) as client:
+        running = client.post(
+            "/v1/videos", json={"prompt": PROMPT, "size": "32x32", "num_inference_steps": 100}
+        ).json()
+        end = time.monotonic() + 60
+        while client.get(f"/v1/videos/{running['id']}").json()["status"] != "in_progress":
+            assert time.monotonic() < end, "the job did not start"
+            time.sleep(0.05)
+        pid = server.worker_pid()
+        os.kill(pid, signal.SIGKILL)
+        failed = wait(client, running["id"], timeout=60)
+        assert failed["status"] == "failed" and failed["error"]["code"] == "worker_died", failed
+        while not ((h := server.health()).status_code == 200 and h.json()["worker_pid"] != pid):
+            assert time.monotonic() < end + 120, "the worker did not come back"
+            time.sleep(0.2)
+        again = client.post(
+            "/v1/videos", json={"prompt": PROMPT, "size": "32x32", "num_inference_steps": 2}
+        ).json()
+        assert wait(client, again["id"], timeout=60)["status"] == "completed"

@@ -3,11 +3,20 @@ clips must equal (tests/unit/test_worker_videos.py, tests/e2e/test_videos.py).""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+# mlx-vlm writes MP4 with the ffmpeg program (scripts/system_packages.sh installs it); the
+# video engine refuses to load without it, so the video tests skip, saying why.
+HAS_FFMPEG = shutil.which("ffmpeg") is not None
+needs_ffmpeg = pytest.mark.skipif(
+    not HAS_FFMPEG, reason="ffmpeg is not installed (apt-get install -y ffmpeg)"
+)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ import pytest
 
 from protocol.inputs import VideoInputs
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
-from tests.support.video_direct import direct_clip
+from tests.support.video_direct import direct_clip, needs_ffmpeg
 from worker.tiny_models import ensure_checkpoint
 from worker.videos.engine import VideoEngine, load_video_engine
 
 PROMPT = "a red fox running in the snow"
+pytestmark = needs_ffmpeg
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,9 @@ KEEP_SECONDS = 3600
 RETRY_AFTER = 5.0  # seconds a client refused for too many jobs waits
 
 
+_CANCELLED = APIError(503, "The video job was cancelled: the server stopped", code="cancelled")
+
+
 @dataclass
 class Job:
     id: str
@@ -118,11 +121,14 @@ class VideoJobs:
         return job
 
     async def close(self) -> None:
-        """Cancels every running job (the gateway is stopping)."""
+        """Cancels every unfinished job (the gateway is stopping); each one failed."""
         tasks = [j.task for j in self._jobs.values() if j.task is not None and not j.task.done()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for job in self._jobs.values():
+            if not job.finished:  # (a task cancelled before it began ran no handler)
+                self.fail(job, _CANCELLED)
 
     async def _run(self, job: Job, work: Callable[[Job], Awaitable[None]]) -> None:
         try:
@@ -131,7 +137,7 @@ class VideoJobs:
             self.fail(job, exc)
         except asyncio.CancelledError:
             if not job.finished:
-                self.fail(job, APIError(500, "The video job was cancelled", code="cancelled"))
+                self.fail(job, _CANCELLED)
             raise
         except Exception as exc:
             self.fail(job, errors.as_api_error(exc, log, "video job"))

@@ -5,7 +5,9 @@ The job's MP4 is byte for byte what direct mlx-vlm writes (`generate_video`, the
 `VideoGenerationResult.save`, same seed, steps, size and length) and its thumbnail is the
 first frame exactly; the job objects match OpenAI's document (but for `size`, whose enum there
 lists only Sora's four); progress rises while it runs; the list pages; deleting a running job
-aborts it between steps and the worker serves on; bad requests are 4xx naming the field.
+aborts it between steps and the worker serves on; bad requests are 4xx naming the field; a
+worker killed mid-clip fails its job and comes back; the model is served alone (as MODEL) and
+in a models file (`kind: video`, its own worker) too.
 """
 
 from __future__ import annotations
@@ -191,3 +193,63 @@ def test_a_worker_killed_mid_clip_fails_its_job_and_the_next_job_is_served(serve
             "/v1/videos", json={"prompt": PROMPT, "size": "32x32", "num_inference_steps": 2}
         ).json()
         assert wait(client, again["id"], timeout=60)["status"] == "completed"
+
+
+def test_a_video_model_served_alone_is_listed_and_makes_clips(start_server, h3_path):
+    alone = start_server(h3_path, *SAME_BLAS, name="h3")
+    with http(alone) as client:
+        cards = client.get("/v1/models").json()["data"]
+        assert [(c["id"], c["task"], c["capabilities"]) for c in cards] == [
+            (model_name(h3_path), "video", ["video_out"])
+        ]
+        made = client.post(
+            "/v1/videos",
+            json={"model": "sora-2", "prompt": PROMPT, "size": "32x64", "seconds": "8",
+                  "num_inference_steps": 2, "seed": 3},
+        ).json()  # fmt: skip
+        video = wait(client, made["id"])
+        assert (video["status"], video["model"], video["size"]) == (
+            "completed", model_name(h3_path), "32x64",
+        )  # fmt: skip
+        assert client.get(f"/v1/videos/{made['id']}/content").content == (
+            direct_clip(h3_path, PROMPT, 3, 2, 32, 64, 8).mp4
+        )
+        hello = [{"role": "user", "content": "Hi"}]
+        chat = client.post(
+            "/v1/chat/completions", json={"messages": hello, "model": model_name(h3_path)}
+        )
+        assert chat.status_code == 400 and chat.json()["error"]["param"] == "model", chat.text
+    alone.stop()
+
+
+def test_a_models_file_serves_a_video_model_in_its_own_worker(
+    start_server, tmp_path_factory, qwen3_path, h3_path
+):
+    text = f"""\
+models:
+  - id: chat
+    path: {qwen3_path}
+  - id: director
+    path: {h3_path}
+    kind: video
+    options: {{blas: bundled}}
+"""
+    models_file = tmp_path_factory.mktemp("models") / "pool.yaml"
+    models_file.write_text(text)
+    pool = start_server("--models", str(models_file), name="pool+video")
+    client = openai_client(pool)
+    video = client.videos.create_and_poll(
+        model="director", prompt=PROMPT, size="32x32",
+        extra_body={"seed": 5, "num_inference_steps": 2}, poll_interval_ms=100,
+    )  # fmt: skip
+    assert video.status == "completed" and video.model == "director", video.error
+    assert client.videos.download_content(video.id).read() == (
+        direct_clip(h3_path, PROMPT, 5, 2, 32, 32, 5).mp4
+    )
+    chat = client.chat.completions.create(
+        model="chat", messages=[{"role": "user", "content": "Hi"}], max_tokens=3
+    )
+    assert chat.choices[0].message.content is not None
+    cards = {m.id: m.model_dump() for m in client.models.list().data}
+    assert cards["director"]["task"] == "video" and cards["chat"]["task"] == "chat"
+    pool.stop()

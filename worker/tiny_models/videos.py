@@ -10,7 +10,7 @@ text to video).
 The weights are MLX's initialisation of the modules at tiny widths (seeded: every build is the
 same), with the pipeline's fixed geometry kept (16x spatial and 4x temporal VAE compression,
 800 audio samples a latent at 32 kHz), so a 32x32 clip of the shortest length the pipeline makes
-(124 frames, 5.2 s at 24 fps, with stereo sound) takes about a second.
+(124 frames, 5.2 s at 24 fps, with stereo sound) takes about a second; "medium" is for timing.
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ class H3Dims:
     vocab: int = 1024
 
 
-H3_SIZES: Mapping[str, H3Dims] = {"tiny": H3Dims(64, 2, 2, 32, 8, 16)}
+H3_SIZES: Mapping[str, H3Dims] = {
+    "tiny": H3Dims(64, 2, 2, 32, 8, 16),
+    # A 512-wide transformer of 8 blocks (~40M parameters): steps that take real time, for
+    # timing the server against direct calls (scripts/bench_videos.py).
+    "medium": H3Dims(512, 8, 8, 128, 32, 64, vocab=4096),
+}
 
 
 def h3_configs(dims: H3Dims, tid: Any) -> dict[str, dict[str, Any]]:

@@ -295,6 +295,8 @@ class WorkerCounters(WireStruct):
     spec_decode_num_accepted_tokens_per_pos: list[int] = msgspec.field(default_factory=list)
     image_steps: int = 0  # denoising steps run (image generation)
     image_step_seconds: float = 0.0  # the time they took
+    video_steps: int = 0  # denoising steps run (video generation)
+    video_step_seconds: float = 0.0  # the time they took
 
 
 class Tokenized(WireStruct):

@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gateway.metrics.names import ModelNames
-from gateway.workers.served_models import CHAT, IMAGE, SPEECH, TRANSCRIPTION
+from gateway.workers.served_models import CHAT, IMAGE, SPEECH, TRANSCRIPTION, VIDEO
 
 STATES = ("starting", "ready", "restarting", "swapping", "failed", "stopped")
 
@@ -91,6 +91,18 @@ WORKER_COUNTERS = (
         "vomlx:image_denoising_seconds",
         "Seconds those denoising steps took (steps per second: the two rates' ratio).",
         IMAGE,
+    ),
+    (
+        "video_steps",
+        "vomlx:video_denoising_steps",
+        "Denoising steps of video generation run (/v1/videos); per second: its rate.",
+        VIDEO,
+    ),
+    (
+        "video_step_seconds",
+        "vomlx:video_denoising_seconds",
+        "Seconds those denoising steps took (steps per second: the two rates' ratio).",
+        VIDEO,
     ),
 )
 

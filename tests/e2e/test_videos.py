@@ -4,7 +4,7 @@ tiny MiniMax-H3 checkpoint (mlx-vlm's converted layout) served next to a chat mo
 The job's MP4 is byte for byte what direct mlx-vlm writes (`generate_video`, then
 `VideoGenerationResult.save`, same seed, steps, size and length) and its thumbnail is the
 first frame exactly; the job objects match OpenAI's document (but for `size`, whose enum there
-lists only Sora's four); progress rises while it runs; the list pages; deleting a running job
+lists only Sora's four); progress rises while it runs; /metrics counts the denoising steps; the list pages; deleting a running job
 aborts it between steps and the worker serves on; bad requests are 4xx naming the field; a
 worker killed mid-clip fails its job and comes back; the model is served alone (as MODEL) and
 in a models file (`kind: video`, its own worker) too.
@@ -84,6 +84,11 @@ def test_the_sdk_makes_a_clip_byte_for_byte_what_mlx_vlm_writes(server, h3_path)
     first = np.array(Image.open(io.BytesIO(thumbnail.read())).convert("RGB"))
     assert np.array_equal(first, direct.frames[0])
     assert video.expires_at == video.completed_at + 3600
+    metrics = httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=30).text
+    steps = [line for line in metrics.splitlines() if line.startswith("vomlx:video_denoising")]
+    counted = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in steps}
+    assert counted["vomlx:video_denoising_steps_total"] >= 3, steps  # (4 steps: 3 denoising)
+    assert counted["vomlx:video_denoising_seconds_total"] > 0, steps
 
 
 def test_progress_rises_the_list_pages_and_a_deleted_job_is_aborted(server, qwen3_path):

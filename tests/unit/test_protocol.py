@@ -95,7 +95,7 @@ PINNED_FIELDS = {
         "prefix_cache_hits", "prefill_tokens_in_decode_steps", "speech_seconds",
         "transcribed_seconds", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
         "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos",
-        "image_steps", "image_step_seconds",
+        "image_steps", "image_step_seconds", "video_steps", "video_step_seconds",
     ),
     Tokenized: ("tokens", "token_strs"),
     Heartbeat: ("time", "active", "waiting"),

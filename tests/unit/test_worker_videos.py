@@ -1,6 +1,6 @@
 """The video engine (worker/videos/) in-process on the tiny MiniMax-H3 checkpoint: the clip
 (first frame, MP4 bytes) equals direct `generate_video`; progress rises step by step; a second
-request waits for the first; an abort stops a run between steps; bad input is a bad_request
+request waits for the first; the worker's stats count the denoising steps; an abort stops a run between steps; bad input is a bad_request
 naming the field before any work."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from protocol.inputs import VideoInputs
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
 from tests.support.video_direct import direct_clip, needs_ffmpeg
+from worker.runtime.stats import WorkerStats
 from worker.tiny_models import ensure_checkpoint
 from worker.videos.engine import VideoEngine, load_video_engine
 
@@ -40,6 +41,8 @@ def run(engine: VideoEngine, *submits: Submit) -> dict[str, list[Delta]]:
 
 def test_the_clip_equals_direct_mlx_vlm_and_progress_rises(engine, h3):
     inputs = VideoInputs(PROMPT, 64, 32, seconds=5, steps=4, seed=7)
+    stats = WorkerStats("h3")
+    engine.bind_stats(stats)
     deltas = run(engine, Submit("a", inputs, False))["a"]
     end = deltas[-1]
     assert end.finish_reason == FinishReason.STOP and end.video is not None
@@ -54,6 +57,8 @@ def test_the_clip_equals_direct_mlx_vlm_and_progress_rises(engine, h3):
     assert progress == sorted(progress) and progress[-1] == 1.0 and len(progress) >= 3
     assert end.usage.completion_tokens == 3  # 4 steps: 3 denoising steps (mlx-vlm's schedule)
     assert end.usage.prompt_tokens == engine.model.prompt_tokens(PROMPT) > 0
+    counted = stats.snapshot()
+    assert counted.video_steps == 3 and counted.video_step_seconds > 0
 
 
 def test_a_second_request_waits_and_an_abort_stops_a_run_between_steps(engine):

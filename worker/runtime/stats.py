@@ -44,6 +44,8 @@ class WorkerStats:
         self._transcribed_seconds = 0.0
         self._image_steps = 0
         self._image_step_seconds = 0.0
+        self._video_steps = 0
+        self._video_step_seconds = 0.0
 
     def set_queue(self, active_ids: list[str], waiting: int) -> None:
         with self._lock:
@@ -102,6 +104,12 @@ class WorkerStats:
             self._image_steps += 1
             self._image_step_seconds += seconds
 
+    def count_video_step(self, seconds: float) -> None:
+        """One denoising step of video generation and the time it took."""
+        with self._lock:
+            self._video_steps += 1
+            self._video_step_seconds += seconds
+
     def load(self) -> tuple[int, int]:
         """(active, waiting), for heartbeats."""
         with self._lock:
@@ -130,4 +138,6 @@ class WorkerStats:
                 spec_decode_num_accepted_tokens_per_pos=list(self._spec_accepted_per_pos),
                 image_steps=self._image_steps,
                 image_step_seconds=self._image_step_seconds,
+                video_steps=self._video_steps,
+                video_step_seconds=self._video_step_seconds,
             )

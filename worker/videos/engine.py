@@ -89,6 +89,10 @@ class VideoEngine:
         self.model = model
         self._jobs: dict[str, _Job] = {}  # in arrival order; the first is the one made
         self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="video-encode")
+        self._stats: Any = None
+
+    def bind_stats(self, stats: Any) -> None:
+        self._stats = stats
 
     def close(self) -> None:
         self._encoder.shutdown(wait=False, cancel_futures=True)
@@ -194,6 +198,10 @@ class VideoEngine:
             job.run = Run(partial(self._generate, job))
         run = job.run
         run.advance()
+        for seconds in run.step_seconds:  # the steps that ended (the last: with its decoding)
+            if self._stats is not None:
+                self._stats.count_video_step(seconds)
+        run.step_seconds.clear()
         if run.dead:
             job.run = None
             self._encode(job, run.result)

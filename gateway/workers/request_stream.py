@@ -70,6 +70,8 @@ def merge_into(last: Delta, delta: Delta) -> None:
         last.logprobs = (last.logprobs or []) + delta.logprobs
     if delta.usage is not None:
         last.usage = delta.usage
+    if delta.progress is not None:  # a video's: the latest says how far it is
+        last.progress = delta.progress
     if delta.segments:
         last.segments.extend(delta.segments)
     if delta.images:

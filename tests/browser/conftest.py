@@ -66,6 +66,19 @@ def image_server(tmp_path_factory) -> ServerProcess:
 
 
 @pytest.fixture(scope="session")
+def video_server(tmp_path_factory) -> ServerProcess:
+    """A tiny random-weight MiniMax-H3 served alone (a video model as MODEL), behind the key."""
+    path = ensure_checkpoint("minimax_h3", "tiny")
+    log = tmp_path_factory.mktemp("logs") / "video-server.log"
+    server = ServerProcess([str(path)], log, api_key=API_KEY)
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def models(playground_server) -> dict[str, str]:
     """Capability -> the id of the model that has it."""
     r = httpx.get(f"{playground_server.url}/v1/models", headers=playground_server.headers)

@@ -138,6 +138,7 @@ def test_progress_rises_the_list_pages_and_a_deleted_job_is_aborted(server, qwen
     [
         ({"prompt": PROMPT, "seconds": "4"}, "seconds"),  # under the model's 5 s
         ({"prompt": PROMPT, "seconds": "20"}, "seconds"),
+        ({"prompt": PROMPT, "seconds": "15"}, "seconds"),  # 362 frames: 15.08 s
         ({"prompt": PROMPT, "seconds": "five"}, "seconds"),
         ({"prompt": PROMPT, "size": "48x32"}, "size"),
         ({"prompt": PROMPT, "size": "160x32"}, "size"),
@@ -164,6 +165,8 @@ def test_a_reference_file_unknown_ids_and_unready_content_are_refused(server):
         )
         assert response.status_code == 400
         assert response.json()["error"]["param"] == "input_reference"
+        as_file = client.post("/v1/videos", files={"prompt": ("p.txt", b"a fox")})
+        assert as_file.status_code == 400 and as_file.json()["error"]["param"] == "prompt"
         for path in ("/v1/videos/video_nope", "/v1/videos/video_nope/content"):
             missing = client.get(path)
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
@@ -176,6 +179,28 @@ def test_a_reference_file_unknown_ids_and_unready_content_are_refused(server):
         assert sheet.status_code == 400 and sheet.json()["error"]["param"] == "variant"
         assert client.get("/v1/videos", params={"limit": 101}).status_code == 400
         assert client.delete(f"/v1/videos/{running['id']}").status_code == 200
+
+
+def test_jobs_wait_in_the_gateway_two_at_a_time_at_the_worker_and_chat_goes_on(server, qwen3_path):
+    with http(server) as client:
+        body = {"prompt": PROMPT, "size": "32x32", "num_inference_steps": 100}
+        jobs = [client.post("/v1/videos", json=body).json()["id"] for _ in range(5)]
+        end = time.monotonic() + 60
+        while client.get(f"/v1/videos/{jobs[0]}").json()["status"] != "in_progress":
+            assert time.monotonic() < end, "the first job did not start"
+            time.sleep(0.05)
+        counters = server.stats()
+        assert counters["active"] + counters["waiting"] <= 2, counters
+        statuses = [client.get(f"/v1/videos/{j}").json()["status"] for j in jobs]
+        assert statuses[2:] == ["queued"] * 3, statuses
+        chat = client.post(
+            "/v1/chat/completions",
+            json={"model": model_name(qwen3_path), "max_tokens": 3,
+                  "messages": [{"role": "user", "content": "Hi"}]},
+        )  # fmt: skip
+        assert chat.status_code == 200, chat.text
+        for job in jobs:
+            assert client.delete(f"/v1/videos/{job}").status_code == 200
 
 
 def test_a_worker_killed_mid_clip_fails_its_job_and_the_next_job_is_served(server):

@@ -104,7 +104,7 @@ def start_chromium(chromium: Chromium, fake_microphone: Path | None = None) -> A
 
 
 # Records every fetch the page makes: method, path, JSON body or uploaded file (base64), and
-# the response's status and content type. `window.__modelsPatch`, when a test sets it (in
+# the response's status and content type (and an MP4 response's bytes, base64). `window.__modelsPatch`, when a test sets it (in
 # sessionStorage, before the page loads), is merged into GET v1/models' entries by id.
 FETCH_SPY = r"""
 (() => {
@@ -132,6 +132,7 @@ FETCH_SPY = r"""
     let response = await original(input, init);
     record.status = response.status;
     record.contentType = response.headers.get("content-type");
+    if (record.contentType === "video/mp4") record.base64 = await base64(await response.clone().blob());
     const patch = JSON.parse(sessionStorage.getItem("test-models-patch") || "null");
     if (patch && url.pathname.endsWith("/v1/models") && response.ok) {
       const body = await response.json();

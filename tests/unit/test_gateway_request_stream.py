@@ -29,6 +29,11 @@ def test_reasoning_then_text_merge_into_one_delta():
     assert (merged.reasoning, merged.text) == ("ab", "c")
 
 
+def test_merged_progress_is_the_latest():
+    (merged,) = pending(Delta("r", progress=0.1), Delta("r", progress=0.2), Delta("r"))
+    assert merged.progress == 0.2
+
+
 def test_reasoning_after_text_is_kept_apart_to_preserve_order():
     got = pending(Delta("r", text="a"), Delta("r", reasoning="b"))
     assert [(d.text, d.reasoning) for d in got] == [("a", ""), ("", "b")]

@@ -105,7 +105,8 @@ def test_the_store_keeps_at_most_max_jobs_and_max_clip_bytes_dropping_the_oldest
     monkeypatch,
 ):
     monkeypatch.setattr(jobs_module, "MAX_JOBS", 3)
-    monkeypatch.setattr(jobs_module, "MAX_CLIP_BYTES", 25)
+    each = len(clip(10).mp4) + len(clip(10).first_frame)  # its first frame counts too
+    monkeypatch.setattr(jobs_module, "MAX_CLIP_BYTES", 2 * each + 1)
 
     async def main():
         store = VideoJobs(Clock())
@@ -113,21 +114,28 @@ def test_the_store_keeps_at_most_max_jobs_and_max_clip_bytes_dropping_the_oldest
         async def done(job):
             store.complete(job, clip(10))
 
-        made = [store.start("h3", "x", "32x32", "5", done) for _ in range(3)]
+        released = 0
+
+        def release():
+            nonlocal released
+            released += 1
+
+        made = [store.start("h3", "x", "32x32", "5", done, release) for _ in range(3)]
         await asyncio.gather(*(j.task for j in made))
-        # 30 clip bytes: the oldest finished job went.
+        # Three clips are over the bound: the oldest finished job went.
         assert [j.id for j in store.listed("asc")] == [made[1].id, made[2].id]
         hold = asyncio.Event()
 
         async def waiting(job):
             await hold.wait()
 
-        running = [store.start("h3", "x", "32x32", "5", waiting) for _ in range(3)]
+        running = [store.start("h3", "x", "32x32", "5", waiting, release) for _ in range(3)]
         # Unfinished jobs are never dropped: the finished ones made room for them.
         assert [j.id for j in store.listed("asc")] == [j.id for j in running]
         with pytest.raises(QueueFull):
             store.start("h3", "x", "32x32", "5", waiting)
         await store.close()
         assert all(j.status == "failed" for j in running)
+        assert released == 6  # every job's leases ended, those cancelled before they ran too
 
     run(main())

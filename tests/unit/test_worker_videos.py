@@ -87,6 +87,9 @@ def test_a_second_request_waits_and_an_abort_stops_a_run_between_steps(engine):
         (VideoInputs(PROMPT, 32, 32, 4), "seconds"),
         (VideoInputs(PROMPT, 32, 32, 15), "seconds"),  # 362 frames: 15.08 s
         (VideoInputs(PROMPT, 32, 32, 0), "seconds"),
+        (VideoInputs(PROMPT, 32, 32, float("inf")), "seconds"),
+        (VideoInputs(PROMPT, 32, 32, 5, seed=-1), "seed"),
+        (VideoInputs(PROMPT, 32, 32, 5, seed=2**32), "seed"),
         (VideoInputs("fox " * 5000, 32, 32, 5), "prompt"),
     ],
 )

@@ -4,12 +4,14 @@
 Each clip is one call of mlx-vlm's `generate_video` on the loaded model, run in a `Run`
 (worker/images/paced.py) that pauses at every call of the denoising transformer: `step()`
 resumes the clip's run once, so one denoising step runs per worker iteration and aborts,
-deadlines and the other engines' requests get the thread between any two steps. One clip is
-made at a time (the pipeline's schedulers keep the running clip's state); the others wait in
-arrival order. The frames and sound are what `generate_video` makes directly with that seed;
-they are written to MP4 by mlx-vlm's own `save_video` (the `ffmpeg` program) on a thread of
-its own, while the MLX thread goes on, so the file is byte for byte the one
-`VideoGenerationResult.save` writes.
+deadlines and the other engines' requests get the thread between any two steps (not inside the
+first unit, the prompt's encoding and the AdaLN tables of a new schedule, nor the last, the two
+VAEs' decoding: on a full-size model each may hold the thread for seconds). One clip is
+denoised at a time (the pipeline's schedulers keep the running clip's state); the others wait
+in arrival order. The frames and sound are what `generate_video` makes directly with that
+seed; they are written to MP4 by mlx-vlm's own `save_video` (the `ffmpeg` program) on a thread
+of its own while the MLX thread goes on (the next clip denoises meanwhile), so the file is byte
+for byte the one `VideoGenerationResult.save` writes.
 
 A running clip reports its progress (`Delta.progress`, the fraction of its denoising steps
 done) as each step ends; the terminal delta carries the clip (`Delta.video`) and the usage:
@@ -20,12 +22,12 @@ denoising steps run.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import shutil
 import tempfile
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -45,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # The share of a clip's progress its denoising steps make (the rest: decoding and encoding).
 DENOISING_SHARE = 0.9
-ENCODE_WAIT = 0.01  # seconds step() waits for the file when nothing else is to be done
+ENCODE_WAIT = 0.002  # seconds step() waits for a file when it has nothing to compute
 
 
 @dataclass
@@ -76,8 +78,9 @@ class _Job:
         if self.run is not None:
             self.run.stop()
             self.run = None
-        # An encoding under way finishes on its thread; its file is removed there.
-        self.encoding = None
+        if self.encoding is not None:  # one under way finishes; its file is removed there
+            self.encoding.cancel()
+            self.encoding = None
 
 
 class VideoEngine:
@@ -113,20 +116,32 @@ class VideoEngine:
         return Delta(submit.request_id)
 
     def step(self) -> list[Delta]:
-        if not self._jobs:
-            return []
-        job = next(iter(self._jobs.values()))
+        """Hands out the clips whose files are written, then runs one unit of the first clip
+        still to be made; with none to make, waits a moment for a file instead of spinning."""
+        deltas = []
+        encoding = [job for job in self._jobs.values() if job.encoding is not None]
+        making = next((job for job in self._jobs.values() if job.encoding is None), None)
+        for job in encoding:
+            if making is None and job is encoding[0]:
+                wait([job.encoding], timeout=ENCODE_WAIT)
+            if job.encoding.done():
+                deltas.append(self._guarded(job, self._collect))
+        if making is not None:
+            deltas.append(self._guarded(making, self._advance))
+        return [delta for delta in deltas if delta is not None]
+
+    def _guarded(self, job: _Job, work: Callable[[_Job], Delta | None]) -> Delta | None:
+        """`work(job)`, a failure ending the job with its error."""
         try:
-            delta = self._advance(job)
+            return work(job)
         except RequestError as exc:
-            delta = self._end(job, FinishReason.ERROR, exc.info())
+            return self._end(job, FinishReason.ERROR, exc.info())
         except Exception as exc:  # the request was checked up front: the library failed
             log.exception(
                 "video request %s failed", job.submit.request_id,
                 extra=named(job.submit.request_id),
             )  # fmt: skip
-            delta = self._end(job, FinishReason.ERROR, internal(exc))
-        return [delta] if delta is not None else []
+            return self._end(job, FinishReason.ERROR, internal(exc))
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
         return [
@@ -166,6 +181,8 @@ class VideoEngine:
         clips = self.model.clips
         if not inputs.prompt.strip():
             raise bad_request("prompt: must not be empty")
+        if not 0 <= (inputs.seed if inputs.seed is not None else 0) < 2**32:
+            raise bad_request(f"seed: must be 0 to {2**32 - 1}, got {inputs.seed}")
         steps = inputs.steps if inputs.steps is not None else self.model.default_steps
         if not clips.min_steps <= steps <= MAX_STEPS:
             raise bad_request(f"steps: must be {clips.min_steps} to {MAX_STEPS}, got {steps}")
@@ -175,7 +192,8 @@ class VideoEngine:
                 f"sides in multiples of {clips.side_multiple}, at most {clips.max_pixels} "
                 f"pixels, the longer side at most {clips.max_aspect:g} times the shorter"
             )
-        frames = clips.frames(inputs.seconds) if inputs.seconds > 0 else 0
+        finite = math.isfinite(inputs.seconds) and 0 < inputs.seconds <= 3600
+        frames = clips.frames(inputs.seconds) if finite else 0
         if not clips.min_seconds <= frames / clips.fps <= clips.max_seconds:
             raise bad_request(
                 f"seconds: this {self.model.family} model makes {clips.min_seconds:g} to "
@@ -192,8 +210,6 @@ class VideoEngine:
         return _Job(submit, inputs, seed, frames, tokens)
 
     def _advance(self, job: _Job) -> Delta | None:
-        if job.encoding is not None:
-            return self._collect(job)
         if job.run is None:
             job.run = Run(partial(self._generate, job))
         run = job.run
@@ -244,13 +260,9 @@ class VideoEngine:
             _write_mp4, frames, audio, float(result.fps), result.sampling_rate
         )
 
-    def _collect(self, job: _Job) -> Delta | None:
+    def _collect(self, job: _Job) -> Delta:
         assert job.encoding is not None and job.clip is not None
-        try:
-            mp4 = job.encoding.result(timeout=ENCODE_WAIT)
-        except FutureTimeout:
-            return None
-        clip = VideoOut(mp4=mp4, seed=job.seed, **job.clip)
+        clip = VideoOut(mp4=job.encoding.result(), seed=job.seed, **job.clip)
         return self._end(job, FinishReason.STOP, video=clip)
 
     def _end(

@@ -4,7 +4,9 @@ clips its family makes.
 mlx-vlm 0.7 generates video with one family, MiniMax-H3 (text to video with sound). What the
 server checks before a request reaches the pipeline comes from the family's own constants
 (`mlx_vlm.models.minimax_h3.constants`): canvas sides in multiples of 32, at most its training
-canvas's pixels, 1:4 to 4:1, 5 to 15 seconds at 24 frames a second, 2 steps at least.
+canvas's pixels, 1:4 to 4:1, 2 steps at least, and clips of 5 to 15 seconds at 24 frames a
+second, whose frames come in blocks (17 after the first 5: 124, 141, ... 345): the lengths asked
+for that surely land in that range are 5 to 14.375 seconds (345 frames).
 """
 
 from __future__ import annotations
@@ -73,15 +75,18 @@ def is_video_checkpoint(path: str) -> bool:
 
 def _h3_clips() -> Clips:
     from mlx_vlm.models.minimax_h3 import constants as c
-    from mlx_vlm.models.minimax_h3.packing import resolve_canvas_size
+    from mlx_vlm.models.minimax_h3.packing import align_num_frames, resolve_canvas_size
 
     height, width = resolve_canvas_size(16, 9)  # the pipeline's own default canvas
+    longest = int(c.MINIMAX_H3_MAX_DURATION * c.MINIMAX_H3_FPS)
+    while align_num_frames(longest) != longest:  # the longest clip it makes
+        longest -= 1
     return Clips(
         side_multiple=c.MINIMAX_H3_CANVAS_MULTIPLE,
         max_pixels=c.MINIMAX_H3_MAX_PIXELS,
         max_aspect=c.MINIMAX_H3_MAX_ASPECT_RATIO,
         min_seconds=c.MINIMAX_H3_MIN_DURATION,
-        max_seconds=c.MINIMAX_H3_MAX_DURATION,
+        max_seconds=longest / c.MINIMAX_H3_FPS,
         fps=float(c.MINIMAX_H3_FPS),
         default_width=width,
         default_height=height,

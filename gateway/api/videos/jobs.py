@@ -2,10 +2,13 @@
 
 A job is made by `POST /v1/videos` and runs as a task of the gateway's event loop: one worker
 request (streamed, so each denoising step moves `progress`), its clip kept in memory once
-made. Jobs live in the gateway process, bounded three ways: at most `MAX_JOBS` (the oldest
-finished ones go first), clips of at most `MAX_CLIP_BYTES` all together (likewise), and a
-finished job's clip for `KEEP_SECONDS` after it completed (`expires_at`); a job that expired
-is forgotten. Deleting a job that runs aborts its worker request between two steps.
+made. A worker is sent at most `IN_FLIGHT` jobs at once (one denoising, one being written to
+MP4); the others wait here, `queued`, so they hold none of the worker's admission slots (which
+chat beside them needs) and no admission timeout runs out on them. Jobs live in the gateway
+process, bounded three ways: at most `MAX_JOBS` (the oldest finished ones go first), clips of
+at most `MAX_CLIP_BYTES` all together (likewise), and a finished job's clip for `KEEP_SECONDS`
+after it completed (`expires_at`); a job that expired is forgotten. Deleting a job that runs
+aborts its worker request between two steps.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ MAX_JOBS = 256
 MAX_CLIP_BYTES = 1 << 30
 KEEP_SECONDS = 3600
 RETRY_AFTER = 5.0  # seconds a client refused for too many jobs waits
+IN_FLIGHT = 2  # jobs sent to one worker at once
 
 
 _CANCELLED = APIError(503, "The video job was cancelled: the server stopped", code="cancelled")
@@ -50,6 +54,7 @@ class Job:
     error: dict[str, str] | None = None
     clip: VideoOut | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    release: Callable[[], None] | None = field(default=None, repr=False)  # at its end, once
 
     @property
     def finished(self) -> bool:
@@ -75,13 +80,26 @@ class Job:
             "seconds": self.seconds,
             "remixed_from_video_id": None,
             "error": self.error,
+            # Not an OpenAI field: the seed the clip was made with (the worker's, if unset).
+            "seed": None if self.clip is None else self.clip.seed,
         }
+
+    def end(self) -> None:
+        """Runs `release` (the pool's leases it held) the first time only."""
+        release, self.release = self.release, None
+        if release is not None:
+            release()
 
 
 class VideoJobs:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._jobs: OrderedDict[str, Job] = OrderedDict()  # oldest first
+        self._turns: dict[int, asyncio.Semaphore] = {}  # per engine: IN_FLIGHT
+
+    def turn(self, engine: object) -> asyncio.Semaphore:
+        """What a job holds while its worker request is open (`IN_FLIGHT` per engine)."""
+        return self._turns.setdefault(id(engine), asyncio.Semaphore(IN_FLIGHT))
 
     def start(
         self,
@@ -90,6 +108,7 @@ class VideoJobs:
         size: str,
         seconds: str,
         work: Callable[[Job], Awaitable[None]],
+        release: Callable[[], None] | None = None,
     ) -> Job:
         """A new job, `work(job)` running as a task; older jobs make room first. QueueFull
         (a 503) when MAX_JOBS jobs are unfinished."""
@@ -97,6 +116,7 @@ class VideoJobs:
         if sum(not j.finished for j in self._jobs.values()) >= MAX_JOBS:
             raise QueueFull(f"{MAX_JOBS} video jobs are queued or running", RETRY_AFTER)
         job = Job(f"video_{uuid.uuid4().hex}", model, prompt, size, seconds, self._now())
+        job.release = release
         self._jobs[job.id] = job
         job.task = asyncio.get_running_loop().create_task(self._run(job, work))
         self._make_room()
@@ -129,6 +149,7 @@ class VideoJobs:
         for job in self._jobs.values():
             if not job.finished:  # (a task cancelled before it began ran no handler)
                 self.fail(job, _CANCELLED)
+            job.end()
 
     async def _run(self, job: Job, work: Callable[[Job], Awaitable[None]]) -> None:
         try:
@@ -145,6 +166,7 @@ class VideoJobs:
             if not job.finished:
                 self.fail(job, errors.no_terminal("video request"))
         finally:
+            job.end()
             self._make_room()
 
     def complete(self, job: Job, clip: VideoOut) -> None:
@@ -168,7 +190,9 @@ class VideoJobs:
         """Past MAX_JOBS jobs or MAX_CLIP_BYTES of clips, the oldest finished jobs go."""
         while True:
             finished = [j for j in self._jobs.values() if j.finished]
-            clip_bytes = sum(len(j.clip.mp4) for j in finished if j.clip is not None)
+            clip_bytes = sum(
+                len(j.clip.mp4) + len(j.clip.first_frame) for j in finished if j.clip is not None
+            )
             if not finished or (len(self._jobs) <= MAX_JOBS and clip_bytes <= MAX_CLIP_BYTES):
                 return
             del self._jobs[finished[0].id]

@@ -2,8 +2,8 @@
 
 OpenAI's SDKs send the create body as a multipart form (`FORM`; text parts, and
 `input_reference` as a file part); its JSON shape is taken too (`CREATE`). Honoured: `prompt`,
-`model`, `seconds` (the clip's length: the model makes the next length its frames come in, and
-its own range: GET /v1/models), `size` (`WIDTHxHEIGHT`, within the model's bounds), and the
+`model`, `seconds` (the clip's length: the model makes the next length its frames come in,
+within its own range), `size` (`WIDTHxHEIGHT`, within the model's bounds), and the
 extensions `seed` and `num_inference_steps`. Refused by name: `input_reference` (the video
 models served here make clips from text only).
 """
@@ -43,12 +43,12 @@ CREATE = RequestSchema(
         ),
         "seconds": s.string(
             "The clip's length in seconds, a number as text (OpenAI's 4, 8, 12; the model's "
-            "range: GET /v1/models); the model makes the next length its frames come in. "
+            "range, MiniMax-H3's 5 to 14.375, is in a 400's message); the model makes the next length its frames come in. "
             "Default: the model's shortest."
         ),
         "size": s.string(
             "WIDTHxHEIGHT in pixels (multiples of the model's step, within its pixels and "
-            "aspect ratio: GET /v1/models). Default: the model's own canvas."
+            "aspect ratio; a 400's message says which). Default: the model's own canvas."
         ),
         "input_reference": s.refused(
             "A picture to start from: the video models served here make clips from text only.",
@@ -123,6 +123,8 @@ def parse_form(form: Form) -> VideoCall:
             raise invalid(name, f"`{name}` was given {len(values)} times")
         body[name] = form_value(name, values[0], CREATE.fields[name].schema.get("type"))
     for name in form.files:
+        if name in CREATE and name != "input_reference":
+            raise invalid(name, f"`{name}` must be a text part, not a file")
         if name not in CREATE:
             raise unknown_field(name)
         body[name] = "(file)"

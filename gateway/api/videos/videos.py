@@ -57,7 +57,8 @@ async def create(request: Request) -> Response:
         call.prompt,
         f"{inputs.width}x{inputs.height}",
         f"{inputs.seconds:g}",
-        lambda job: _generate(request, engine, inputs, job, leases),
+        lambda job: _generate(request, engine, inputs, job),
+        lambda: _release(request, leases),
     )
     leases += _take_leases(request)
     return JSONResponse(job.resource())
@@ -121,29 +122,28 @@ async def content(request: Request) -> Response:
 # -- the job ---------------------------------------------------------------------------------
 
 
-async def _generate(
-    request: Request, engine: EngineClient, inputs: VideoInputs, job: Job, leases: list[Any]
-) -> None:
-    """The worker's request, to its terminal delta; the pool's leases end with it."""
+async def _generate(request: Request, engine: EngineClient, inputs: VideoInputs, job: Job) -> None:
+    """The worker's request, once the engine has room for it, to its terminal delta."""
     jobs = jobs_of(request)
-    try:
-        async with engine.request(inputs, True) as batches:
-            async for batch in batches:
-                for delta in batch:
-                    if delta.progress is not None:
-                        job.status, job.progress = "in_progress", delta.progress
-                    if delta.finish_reason is None:
-                        continue
-                    error = errors.terminal_error(delta)
-                    if error is not None:
-                        jobs.fail(job, error)
-                    elif delta.video is not None:
-                        jobs.complete(job, delta.video)
-                    return
-    finally:
-        pool = request.app.state.pool
-        for entry in leases:
-            pool.release(entry)
+    async with jobs.turn(engine), engine.request(inputs, True) as batches:
+        async for batch in batches:
+            for delta in batch:
+                if delta.progress is not None:
+                    job.status, job.progress = "in_progress", delta.progress
+                if delta.finish_reason is None:
+                    continue
+                error = errors.terminal_error(delta)
+                if error is not None:
+                    jobs.fail(job, error)
+                elif delta.video is not None:
+                    jobs.complete(job, delta.video)
+                return
+
+
+def _release(request: Request, leases: list[Any]) -> None:
+    """The pool's leases the job held end with it."""
+    for entry in leases:
+        request.app.state.pool.release(entry)
 
 
 def _take_leases(request: Request) -> list[Any]:

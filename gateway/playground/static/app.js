@@ -7,6 +7,7 @@ import { initImages } from "./images.js";
 import { initSpeech } from "./speech.js";
 import { initStatus, refreshHealthBadge } from "./status.js";
 import { initTranscribe } from "./transcribe.js";
+import { initVideos } from "./videos.js";
 
 // Which capability shows which tab, and the panel that starts with the models having it.
 const PANELS = [
@@ -14,6 +15,7 @@ const PANELS = [
   { tab: "speech", capability: "speech", init: initSpeech },
   { tab: "transcribe", capability: "transcribe", init: initTranscribe },
   { tab: "images", capability: "image_out", init: initImages },
+  { tab: "videos", capability: "video_out", init: initVideos },
 ];
 
 function showTab(name) {
@@ -62,7 +64,7 @@ async function main() {
       first = first || panel.tab;
     }
   }
-  if (models.length && !first) notice("No served model chats, speaks, transcribes or makes images.");
+  if (models.length && !first) notice("No served model chats, speaks, transcribes or makes images or video.");
   showTab(first || "status");
   document.body.dataset.ready = "true"; // the tests wait for this
 }

@@ -119,12 +119,12 @@ class VideoEngine:
         """Hands out the clips whose files are written, then runs one unit of the first clip
         still to be made; with none to make, waits a moment for a file instead of spinning."""
         deltas = []
-        encoding = [job for job in self._jobs.values() if job.encoding is not None]
+        encoding = [(job, job.encoding) for job in self._jobs.values() if job.encoding]
         making = next((job for job in self._jobs.values() if job.encoding is None), None)
-        for job in encoding:
-            if making is None and job is encoding[0]:
-                wait([job.encoding], timeout=ENCODE_WAIT)
-            if job.encoding.done():
+        if making is None and encoding:
+            wait([encoding[0][1]], timeout=ENCODE_WAIT)
+        for job, file in encoding:
+            if file.done():
                 deltas.append(self._guarded(job, self._collect))
         if making is not None:
             deltas.append(self._guarded(making, self._advance))

@@ -7,11 +7,11 @@ from typing import Any
 
 from starlette.requests import HTTPConnection, Request
 
-from gateway.http.errors import invalid
-from gateway.http.model_names import resolve_model
+from gateway.http.errors import APIError, invalid
+from gateway.http.model_names import ADD_ONE, models_of, resolve_model
 from gateway.request_context import ADAPTER
 from gateway.workers.protocol import EngineClient
-from gateway.workers.served_models import CHAT, ServedModel
+from gateway.workers.served_models import CHAT, ServedModel, serving
 
 
 def engine_of(request: Request) -> EngineClient:
@@ -52,6 +52,23 @@ def first_model_of(request: Request, kind: str) -> str | None:
     models = pool.served_models()
     sure = next((m.id for m in models if kind in m.kinds), None)
     return sure or next((m.id for m in models if not m.kinds), None)
+
+
+def default_model(request: Request, kind: str) -> str:
+    """The request names no model: the served model of `kind` (a models file's first), else a
+    400 saying how to serve one."""
+    name = first_model_of(request, kind)
+    if name is None:
+        model = serving(models_of(request), kind)
+        name = model.id if model is not None else None
+    if name is None:
+        raise APIError(
+            400,
+            f"This server serves no {kind} model; {ADD_ONE[kind]}",
+            param="model",
+            code="model_not_supported",
+        )
+    return name
 
 
 def check_model(request: HTTPConnection, model: str) -> ServedModel:

@@ -13,6 +13,7 @@ tests save screenshots there (scripts/playground_screenshots.py: docs/playground
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -52,11 +53,10 @@ def playground_server(tmp_path_factory) -> ServerProcess:
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def image_server(tmp_path_factory) -> ServerProcess:
-    """A tiny random-weight Z-Image served alone (an image model as MODEL), behind the key."""
-    path = ensure_checkpoint("z_image", "tiny")
-    log = tmp_path_factory.mktemp("logs") / "image-server.log"
+def _served_alone(tmp_path_factory, arch: str) -> Iterator[ServerProcess]:
+    """The tiny random-weight `arch` served alone (as MODEL), behind the key."""
+    path = ensure_checkpoint(arch, "tiny")
+    log = tmp_path_factory.mktemp("logs") / f"{arch}-server.log"
     server = ServerProcess([str(path)], log, api_key=API_KEY)
     try:
         server.wait_healthy()
@@ -66,16 +66,15 @@ def image_server(tmp_path_factory) -> ServerProcess:
 
 
 @pytest.fixture(scope="session")
-def video_server(tmp_path_factory) -> ServerProcess:
-    """A tiny random-weight MiniMax-H3 served alone (a video model as MODEL), behind the key."""
-    path = ensure_checkpoint("minimax_h3", "tiny")
-    log = tmp_path_factory.mktemp("logs") / "video-server.log"
-    server = ServerProcess([str(path)], log, api_key=API_KEY)
-    try:
-        server.wait_healthy()
-        yield server
-    finally:
-        server.stop()
+def image_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    """A Z-Image: an image model."""
+    yield from _served_alone(tmp_path_factory, "z_image")
+
+
+@pytest.fixture(scope="session")
+def video_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    """A MiniMax-H3: a video model."""
+    yield from _served_alone(tmp_path_factory, "minimax_h3")
 
 
 @pytest.fixture(scope="session")

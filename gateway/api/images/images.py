@@ -34,8 +34,8 @@ from gateway.http import errors
 from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.json_request import read_json
-from gateway.http.model_names import models_of, resolve_model
-from gateway.http.model_routing import engine_for, first_model_of
+from gateway.http.model_names import resolve_model
+from gateway.http.model_routing import default_model, engine_for
 from gateway.http.multipart import read_form
 from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.http.streaming import (
@@ -52,7 +52,7 @@ from gateway.media.problems import MediaRejected
 from gateway.media.resolve import media_settings, resolve_media
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
-from gateway.workers.served_models import IMAGE, serving
+from gateway.workers.served_models import IMAGE
 from protocol.inputs import ImageInputs
 from protocol.messages import Delta, ImageOut, Usage
 from protocol.ready import ImageInfo
@@ -82,7 +82,7 @@ async def _serve(
 ) -> Response:
     """`check_picture`: the edit's picture came as a form file, not yet checked (one by URL
     was, as it was fetched)."""
-    name = call.model or _default_model(request)
+    name = call.model or default_model(request, IMAGE)
     engine = await engine_for(request, name, IMAGE)
     resolve_model(request, name, IMAGE)
     info = _image_info(engine, name)
@@ -111,22 +111,6 @@ async def _check_picture(request: Request, picture: bytes) -> None:
         await asyncio.to_thread(check_image, picture, pixels, "the picture")
     except MediaRejected as exc:
         raise APIError(400, f"`image`: {exc.message}", param="image", code=exc.code) from None
-
-
-def _default_model(request: Request) -> str:
-    """The request names no model: the served image model."""
-    name = first_model_of(request, IMAGE)
-    if name is None:
-        model = serving(models_of(request), IMAGE)
-        name = model.id if model is not None else None
-    if name is None:
-        raise APIError(
-            400,
-            "This server serves no image model; serve one with `--image-model IMAGE_MODEL`",
-            param="model",
-            code="model_not_supported",
-        )
-    return name
 
 
 def _image_info(engine: EngineClient, name: str) -> ImageInfo:

@@ -22,12 +22,12 @@ from gateway.api.videos.request import parse_form, parse_json
 from gateway.http import errors
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.http.json_request import read_json
-from gateway.http.model_names import models_of, resolve_model
-from gateway.http.model_routing import engine_for, first_model_of
+from gateway.http.model_names import resolve_model
+from gateway.http.model_routing import default_model, engine_for
 from gateway.http.multipart import read_form
 from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
-from gateway.workers.served_models import VIDEO, serving
+from gateway.workers.served_models import VIDEO
 from protocol.inputs import VideoInputs
 from protocol.ready import VideoInfo
 
@@ -47,7 +47,7 @@ async def create(request: Request) -> Response:
             request, request.app.state.config.max_body_bytes, "prompt", "the prompt"
         )
         call = parse_form(form)
-    name = call.model or _default_model(request)
+    name = call.model or default_model(request, VIDEO)
     engine = await engine_for(request, name, VIDEO)
     model = resolve_model(request, name, VIDEO)
     inputs = call.inputs(_video_info(engine, name))
@@ -191,22 +191,6 @@ def _limit(text: str | None) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 100:
         raise invalid("limit", "`limit` must be an integer from 0 to 100")
     return int(text)
-
-
-def _default_model(request: Request) -> str:
-    """The request names no model: the served video model."""
-    name = first_model_of(request, VIDEO)
-    if name is None:
-        model = serving(models_of(request), VIDEO)
-        name = model.id if model is not None else None
-    if name is None:
-        raise APIError(
-            400,
-            "This server serves no video model; serve one with `--video-model VIDEO_MODEL`",
-            param="model",
-            code="model_not_supported",
-        )
-    return name
 
 
 def _video_info(engine: EngineClient, name: str) -> VideoInfo:

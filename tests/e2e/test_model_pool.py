@@ -277,7 +277,7 @@ def test_an_idle_model_is_unloaded(start_server, tmp_path_factory, qwen3_path):
 
 def test_a_bad_models_file_is_refused_at_start_naming_the_line_and_field(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("models:\n  - id: a\n    path: /a\n    kind: video\n")
+    bad.write_text("models:\n  - id: a\n    path: /a\n    kind: movie\n")
     run = subprocess.run([CLI, "serve", "--models", str(bad), "--port", "0"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert run.returncode != 0

@@ -15,6 +15,7 @@ from PIL import Image
 
 from tests.support.server import model_name, openai_client
 from tests.support.stt_audio import speech_wav
+from tests.support.video_direct import HAS_FFMPEG
 from worker.tiny_models import ensure_checkpoint
 
 TEXT = "Hello there."
@@ -96,6 +97,12 @@ def _use(client, capability: str, model: str, wav) -> None:
             extra_body={"seed": 1, "num_inference_steps": 2},
         )  # fmt: skip
         assert edited.data[0].b64_json
+    elif capability == "video_out":
+        video = client.videos.create_and_poll(
+            model=model, prompt="a fox", size="32x32",
+            extra_body={"seed": 1, "num_inference_steps": 2}, poll_interval_ms=100,
+        )  # fmt: skip
+        assert video.status == "completed", video.error
     elif capability in ("transcribe", "translate"):
         create = client.audio.transcriptions.create
         if capability == "translate":
@@ -112,10 +119,14 @@ def test_every_listed_id_and_alias_works_for_every_capability_it_lists(
     models = client.models.list().data
     ids = [m.id for m in models]
     image = str(ensure_checkpoint("z_image", "tiny"))
-    paths = (qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path, image)
+    paths = [qwen3_path, speech_paths["tts"], speech_paths["asr"], embedding_path, image]
+    tasks = ["chat", "speech", "transcription", "embedding", "image"]
+    if HAS_FFMPEG:  # (the full server serves video only with it)
+        paths.append(str(ensure_checkpoint("minimax_h3", "tiny")))
+        tasks.append("video")
     assert ids == [model_name(p) for p in paths]
-    tasks = [m.model_dump()["task"] for m in models]  # what a UI reads to list chat models only
-    assert tasks == ["chat", "speech", "transcription", "embedding", "image"]
+    # what a UI reads to list chat models only
+    assert [m.model_dump()["task"] for m in models] == tasks
     for model in models:
         card = model.model_dump()
         assert client.models.retrieve(model.id).model_dump() == card
@@ -163,4 +174,4 @@ def test_the_base_url_answers_without_a_key(full_server):
     assert (body["object"], body["name"], body["status"]) == ("server", "vllm-omni-mlx", "ready")
     assert "models" not in body  # the ids need the key
     keyed = httpx.get(f"{full_server.url}/v1", headers=full_server.headers, timeout=10).json()
-    assert len(keyed["models"]) == 5
+    assert len(keyed["models"]) == (6 if HAS_FFMPEG else 5)

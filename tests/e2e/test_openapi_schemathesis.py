@@ -23,9 +23,10 @@ import schemathesis
 from PIL import Image
 
 from gateway.openapi.document import build_document
-from tests.support.schemathesis_runs import bounded, call_and_check, chance
+from tests.support.schemathesis_runs import bounded, call_and_check, chance, small_video
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
+from tests.support.video_direct import HAS_FFMPEG
 from worker.tiny_models import ensure_checkpoint
 
 EXAMPLES = 20
@@ -34,6 +35,7 @@ DOCUMENT = build_document(api_key_required=True)
 SCHEMA = schemathesis.openapi.from_dict(DOCUMENT).exclude(operation_id="loadModel")
 _PIDS: list[int] = []
 _TARGET: dict[str, Any] = {}
+_VIDEOS_MADE: list[str] = []  # the video jobs the run started (deleted at its end)
 _STATUSES: defaultdict[str, list[int]] = defaultdict(list)
 
 _MODEL_OF = {
@@ -50,6 +52,7 @@ _MODEL_OF = {
     "/v1/embeddings": "embed",
     "/v1/images/generations": "image",
     "/v1/images/edits": "image",
+    "/v1/videos": "video",
 }
 _CAPPED = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Most generated bodies hold some value this server refuses (a 400 naming it, which is right);
@@ -79,10 +82,13 @@ def target(full_server, qwen3_path, speech_paths, embedding_path, tmp_path_facto
         asr=model_name(speech_paths["asr"]),
         embed=model_name(embedding_path),
         image=model_name(str(ensure_checkpoint("z_image", "tiny"))),
+        video=model_name(str(ensure_checkpoint("minimax_h3", "tiny"))),
         wav=Path(wav).read_bytes(),
         png=_png(),
     )
-    return {"server": full_server, **_TARGET}
+    yield {"server": full_server, **_TARGET}
+    for video_id in _VIDEOS_MADE:  # the run's own jobs: none goes on after it
+        httpx.delete(f"{full_server.url}/v1/videos/{video_id}", headers=full_server.headers)
 
 
 @SCHEMA.hook("map_body")
@@ -121,6 +127,8 @@ def _servable(context, body):
         body[_FILES[path]] = _TARGET["wav"]
     if path.startswith("/v1/images/"):
         _small_pictures(path, body, roll)
+    if path == "/v1/videos":
+        small_video(body)
     return body
 
 
@@ -168,12 +176,17 @@ def _served_model_id(context, path_parameters):
 @SCHEMA.hook("after_call")
 def _record(context, case, response):
     _STATUSES[f"{case.method} {context.operation.path}"].append(response.status_code)
+    if case.method.upper() == "POST" and context.operation.path == "/v1/videos":
+        if response.status_code == 200:
+            _VIDEOS_MADE.append(response.json()["id"])
 
 
 @SCHEMA.parametrize()
 @bounded(EXAMPLES)
 def test_generated_requests_get_no_5xx_and_answers_as_documented(case, target):
     server = target["server"]
+    if case.path == "/v1/videos":
+        small_video(case.body)
     if case.path.startswith("/v1/images/") and isinstance(case.body, dict):
         # The cases schemathesis derives from the document itself (its coverage examples, run
         # in the explicit phase) skip the map_body hook; their pictures are kept small here too.
@@ -198,7 +211,10 @@ def test_most_operations_were_answered_with_success(target):
              "DELETE /v1/responses/{response_id}", "DELETE /v1/audio/voices/{voice_id}",
              "POST /v1/admin/models/load", "POST /v1/admin/models/unload",
              "POST /v1/admin/models/pin", "POST /v1/load_lora_adapter",
-             "POST /v1/unload_lora_adapter"}  # fmt: skip
+             "POST /v1/unload_lora_adapter", "GET /v1/videos/{video_id}",
+             "DELETE /v1/videos/{video_id}", "GET /v1/videos/{video_id}/content"}  # fmt: skip
+    if not HAS_FFMPEG:  # (no video model on the full server)
+        never.add("POST /v1/videos")
     operations = {f"{m.upper()} {p}" for p, item in DOCUMENT["paths"].items() for m in item}
     succeeded = {op for op, codes in _STATUSES.items() if any(200 <= c < 300 for c in codes)}
     assert operations - never <= succeeded, dict(_STATUSES)

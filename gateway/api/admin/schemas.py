@@ -134,7 +134,11 @@ SCHEMAS: dict[str, Schema] = {
             "resident_bytes": _doc(_or_null(COUNT), "--models FILE: its worker's RSS (Linux)."),
             "reason": _doc(STRING, "--models FILE: why it failed or is not ready."),
             "task": _doc(
-                _or_null(_enum("chat", "speech", "transcription", "embedding", "rerank", "image")),
+                _or_null(
+                    _enum(
+                        "chat", "speech", "transcription", "embedding", "rerank", "image", "video"
+                    )
+                ),
                 "What the model is for, so a UI can keep speech, transcription, embedding and "
                 "image models out of its chat list; once a worker is ready.",
             ),

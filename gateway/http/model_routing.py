@@ -8,8 +8,9 @@ from typing import Any
 from starlette.requests import HTTPConnection, Request
 
 from gateway.http.errors import APIError, invalid
-from gateway.http.model_names import ADD_ONE, models_of, resolve_model
+from gateway.http.model_names import ADD_ONE, WHAT, models_of, resolve_model
 from gateway.request_context import ADAPTER
+from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import CHAT, ServedModel, serving
 
@@ -69,6 +70,22 @@ def default_model(request: Request, kind: str) -> str:
             code="model_not_supported",
         )
     return name
+
+
+def ready_section(engine: EngineClient, name: str, kind: str) -> Any:
+    """The section of the engine's Ready for `kind` (`image`, `video`: Ready's field of that
+    name): EngineUnavailable while the worker is not ready, a 400 when the model `name`
+    reached does not do `kind`."""
+    ready = engine.ready_info
+    if ready is None or engine.state != "ready":
+        raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)
+    section = getattr(ready, kind)
+    if section is None:
+        raise APIError(
+            400, f"The model `{name}` does not {WHAT[kind]}", param="model",
+            code="model_not_supported",
+        )  # fmt: skip
+    return section
 
 
 def check_model(request: HTTPConnection, model: str) -> ServedModel:

@@ -55,6 +55,7 @@ class _Job:
     submit: Submit
     inputs: VideoInputs
     seed: int
+    steps: int  # asked for (the model's default when unset)
     frames: int
     prompt_tokens: int
     run: Run | None = None
@@ -207,7 +208,7 @@ class VideoEngine:
                 f"{self.model.family} text encoder reads"
             )
         seed = inputs.seed if inputs.seed is not None else random.randrange(2**31)
-        return _Job(submit, inputs, seed, frames, tokens)
+        return _Job(submit, inputs, seed, steps, frames, tokens)
 
     def _advance(self, job: _Job) -> Delta | None:
         if job.run is None:
@@ -234,7 +235,7 @@ class VideoEngine:
         request = VideoGenerationRequest(
             inputs.prompt,
             seed=job.seed,
-            steps=inputs.steps if inputs.steps is not None else self.model.default_steps,
+            steps=job.steps,
             width=inputs.width,
             height=inputs.height,
             num_frames=job.frames,

@@ -126,11 +126,6 @@ def _max_prompt(path: str) -> int:
     return 4096
 
 
-def aspect(width: int, height: int) -> float:
-    """The longer side over the shorter."""
-    return max(width, height) / max(1, min(width, height))
-
-
 def fits(clips: Clips, width: int, height: int) -> bool:
     return (
         width > 0
@@ -138,5 +133,5 @@ def fits(clips: Clips, width: int, height: int) -> bool:
         and width % clips.side_multiple == 0
         and height % clips.side_multiple == 0
         and width * height <= clips.max_pixels
-        and aspect(width, height) <= clips.max_aspect
+        and max(width, height) <= clips.max_aspect * min(width, height)
     )

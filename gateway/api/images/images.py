@@ -35,7 +35,7 @@ from gateway.http.disconnect import DisconnectWatcher
 from gateway.http.errors import APIError
 from gateway.http.json_request import read_json
 from gateway.http.model_names import resolve_model
-from gateway.http.model_routing import default_model, engine_for
+from gateway.http.model_routing import default_model, engine_for, ready_section
 from gateway.http.multipart import read_form
 from gateway.http.sse import SSE_COMMENT, sse_event
 from gateway.http.streaming import (
@@ -50,12 +50,10 @@ from gateway.media.images import check_image
 from gateway.media.parts import MediaItem
 from gateway.media.problems import MediaRejected
 from gateway.media.resolve import media_settings, resolve_media
-from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import IMAGE
 from protocol.inputs import ImageInputs
 from protocol.messages import Delta, ImageOut, Usage
-from protocol.ready import ImageInfo
 
 
 async def generations(request: Request) -> Response:
@@ -85,7 +83,7 @@ async def _serve(
     name = call.model or default_model(request, IMAGE)
     engine = await engine_for(request, name, IMAGE)
     resolve_model(request, name, IMAGE)
-    info = _image_info(engine, name)
+    info = ready_section(engine, name, IMAGE)
     if call.image is not None and not info.edit:
         raise APIError(
             400,
@@ -111,18 +109,6 @@ async def _check_picture(request: Request, picture: bytes) -> None:
         await asyncio.to_thread(check_image, picture, pixels, "the picture")
     except MediaRejected as exc:
         raise APIError(400, f"`image`: {exc.message}", param="image", code=exc.code) from None
-
-
-def _image_info(engine: EngineClient, name: str) -> ImageInfo:
-    ready = engine.ready_info
-    if ready is None or engine.state != "ready":
-        raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)
-    if ready.image is None:
-        raise APIError(
-            400, f"The model `{name}` does not make images", param="model",
-            code="model_not_supported",
-        )  # fmt: skip
-    return ready.image
 
 
 async def _collect(

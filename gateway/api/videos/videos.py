@@ -23,13 +23,11 @@ from gateway.http import errors
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.http.json_request import read_json
 from gateway.http.model_names import resolve_model
-from gateway.http.model_routing import default_model, engine_for
+from gateway.http.model_routing import default_model, engine_for, ready_section
 from gateway.http.multipart import read_form
-from gateway.workers.errors import EngineUnavailable
 from gateway.workers.protocol import EngineClient
 from gateway.workers.served_models import VIDEO
 from protocol.inputs import VideoInputs
-from protocol.ready import VideoInfo
 
 VARIANTS = ("video", "thumbnail", "spritesheet")
 ORDERS = ("asc", "desc")
@@ -50,7 +48,7 @@ async def create(request: Request) -> Response:
     name = call.model or default_model(request, VIDEO)
     engine = await engine_for(request, name, VIDEO)
     model = resolve_model(request, name, VIDEO)
-    inputs = call.inputs(_video_info(engine, name))
+    inputs = call.inputs(ready_section(engine, name, VIDEO))
     leases: list[Any] = []  # taken once the job exists (its task has not run yet)
     job = jobs_of(request).start(
         model.id,
@@ -191,15 +189,3 @@ def _limit(text: str | None) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 100:
         raise invalid("limit", "`limit` must be an integer from 0 to 100")
     return int(text)
-
-
-def _video_info(engine: EngineClient, name: str) -> VideoInfo:
-    ready = engine.ready_info
-    if ready is None or engine.state != "ready":
-        raise EngineUnavailable(f"the engine is {engine.state}: {engine.reason}", 1.0)
-    if ready.video is None:
-        raise APIError(
-            400, f"The model `{name}` does not make video", param="model",
-            code="model_not_supported",
-        )  # fmt: skip
-    return ready.video

@@ -44,6 +44,7 @@ from gateway.openapi.response_parts import (
     text_body,
 )
 from gateway.openapi.schemas import COMPONENTS, RESPONSE_EVENTS, ref
+from gateway.openapi.video_operations import VIDEO_OPERATIONS
 from gateway.schema.builders import STRING
 
 __all__ = ["COMPONENTS", "OPERATION_IDS", "is_open", "operation_routes", "ref", "responses_for",
@@ -122,9 +123,6 @@ _IMAGE_EVENTS = {
     kind: (f"{kind}.partial_image", f"{kind}.completed", "error")
     for kind in ("image_generation", "image_edit")
 }
-_VIDEO_404 = "The `model` named is not served here."
-_NO_VIDEO = "No video job has this id (kept in memory, for an hour once finished)."
-_BINARY = {"type": "string", "contentMediaType": "application/octet-stream"}
 _BODY_ERRORS = {400: "", 404: MODEL_404, 413: "", 503: ""}
 
 
@@ -386,39 +384,6 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
         ),
         {**_BODY_ERRORS, 400: "+ Also: a picture that cannot be read.", 404: _IMAGE_404},
     ),
-    "createVideo": (
-        (("POST", "/v1/videos"),),
-        ok("The job, queued: poll GET /v1/videos/{video_id}.", json_body("Video")),
-        {
-            **_BODY_ERRORS,
-            404: _VIDEO_404,
-            503: "+ Also: as many video jobs as are kept are unfinished (`queue_full`).",
-        },
-    ),
-    "listVideos": (
-        (("GET", "/v1/videos"),),
-        ok("The video jobs kept here.", json_body("VideoList")),
-        {400: "A `limit`, `order` or `after` that is not one."},
-    ),
-    "getVideo": (
-        (("GET", "/v1/videos/{video_id}"),),
-        ok("The job.", json_body("Video")),
-        {404: _NO_VIDEO},
-    ),
-    "deleteVideo": (
-        (("DELETE", "/v1/videos/{video_id}"),),
-        ok("The job was forgotten (a running one aborted).", json_body("VideoDeleted")),
-        {404: _NO_VIDEO},
-    ),
-    "getVideoContent": (
-        (("GET", "/v1/videos/{video_id}/content"),),
-        ok(
-            "`variant=video` (default): the MP4 (H.264 and AAC); `thumbnail`: the first frame "
-            "as a lossless WebP.",
-            {"video/mp4": {"schema": _BINARY}, "image/webp": {"schema": _BINARY}},
-        ),
-        {400: "+ Also: a job not completed, or a `variant` not made here.", 404: _NO_VIDEO},
-    ),
     "tokenize": (
         (("POST", "/tokenize"),),
         ok(
@@ -436,6 +401,7 @@ _OPERATIONS: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, Any], dict[i
         ok("The text of the token ids.", json_body("DetokenizeResponse")),
         {**_BODY_ERRORS, 400: "+ Also: an id outside the vocabulary."},
     ),
+    **VIDEO_OPERATIONS,
     **ADMIN_OPERATIONS,
 }
 

@@ -23,7 +23,13 @@ import schemathesis
 from PIL import Image
 
 from gateway.openapi.document import build_document
-from tests.support.schemathesis_runs import bounded, call_and_check, chance, small_video
+from tests.support.schemathesis_runs import (
+    bounded,
+    call_and_check,
+    chance,
+    forget_video,
+    small_video,
+)
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
 from tests.support.video_direct import HAS_FFMPEG
@@ -35,7 +41,6 @@ DOCUMENT = build_document(api_key_required=True)
 SCHEMA = schemathesis.openapi.from_dict(DOCUMENT).exclude(operation_id="loadModel")
 _PIDS: list[int] = []
 _TARGET: dict[str, Any] = {}
-_VIDEOS_MADE: list[str] = []  # the video jobs the run started (deleted at its end)
 _STATUSES: defaultdict[str, list[int]] = defaultdict(list)
 
 _MODEL_OF = {
@@ -86,9 +91,8 @@ def target(full_server, qwen3_path, speech_paths, embedding_path, tmp_path_facto
         wav=Path(wav).read_bytes(),
         png=_png(),
     )
-    yield {"server": full_server, **_TARGET}
-    for video_id in _VIDEOS_MADE:  # the run's own jobs: none goes on after it
-        httpx.delete(f"{full_server.url}/v1/videos/{video_id}", headers=full_server.headers)
+    _TARGET["server"] = full_server
+    return {"server": full_server, **_TARGET}
 
 
 @SCHEMA.hook("map_body")
@@ -177,8 +181,7 @@ def _served_model_id(context, path_parameters):
 def _record(context, case, response):
     _STATUSES[f"{case.method} {context.operation.path}"].append(response.status_code)
     if case.method.upper() == "POST" and context.operation.path == "/v1/videos":
-        if response.status_code == 200:
-            _VIDEOS_MADE.append(response.json()["id"])
+        forget_video(_TARGET["server"], response)
 
 
 @SCHEMA.parametrize()

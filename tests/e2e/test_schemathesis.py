@@ -5,8 +5,8 @@ completions, Responses, speech, transcriptions, translations, embeddings, images
 models). Hooks make them ones this server can be asked: the served model's id in `model` (the
 one serving that operation, most of the time), a voice the TTS model has, a real WAV file and a
 PNG as the uploads, output lengths and picture sizes capped so the tiny models answer in
-milliseconds, the ids of video jobs made for the run in the video paths (the jobs the run makes
-are deleted at its end). Two checks run on every answer: no
+milliseconds, the ids of video jobs made for the run in the video paths (a job a generated request
+starts is deleted at once). Two checks run on every answer: no
 5xx, and a 2xx body conforms to the document's response schema. The worker is the same process
 at the end: no generated request crashed it.
 
@@ -30,7 +30,13 @@ import pytest
 import schemathesis
 
 from tests.support.openai_spec import spec
-from tests.support.schemathesis_runs import bounded, call_and_check, chance, small_video
+from tests.support.schemathesis_runs import (
+    bounded,
+    call_and_check,
+    chance,
+    forget_video,
+    small_video,
+)
 from tests.support.server import model_name
 from tests.support.stt_audio import speech_wav
 from tests.support.video_direct import HAS_FFMPEG
@@ -43,7 +49,6 @@ _PIDS: list[int] = []
 _TARGET: dict[str, Any] = {}
 # Status codes seen per operation, to show the hooks made servable requests.
 _STATUSES: defaultdict[str, list[int]] = defaultdict(list)
-_VIDEOS_MADE: list[str] = []  # the video jobs the run started (deleted at its end)
 
 
 def _errata(document: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +139,7 @@ def target(
         png=_png(),
         png_url="data:image/png;base64," + base64.b64encode(_png()).decode(),
     )
+    _TARGET["server"] = full_server
     if not HAS_FFMPEG:  # no video model on the full server
         yield {"server": full_server, **_TARGET}
         return
@@ -142,8 +148,6 @@ def target(
         _TARGET["video"] = _finished(client, made[0])  # GET paths: a completed job
         _TARGET["videos_to_delete"] = made[1:]
         yield {"server": full_server, **_TARGET}
-        for video_id in _VIDEOS_MADE:  # the run's own jobs: none goes on after it
-            client.delete(f"/v1/videos/{video_id}")
 
 
 def _api(server) -> httpx.Client:
@@ -291,8 +295,7 @@ def _served_model_id(context, path_parameters):
 def _record(context, case, response):
     _STATUSES[f"{case.method} {context.operation.path}"].append(response.status_code)
     if case.method.upper() == "POST" and context.operation.path == "/videos":
-        if response.status_code == 200:
-            _VIDEOS_MADE.append(response.json()["id"])
+        forget_video(_TARGET["server"], response)
 
 
 @SCHEMA.parametrize()

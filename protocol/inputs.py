@@ -183,6 +183,10 @@ class ScoreInputs(WireStruct, tag=Op.SCORE.value):
     truncate: int | None = None
 
 
+# The largest seed an image or video request names (the worker draws its own from 0 to this).
+MAX_SEED = 2**31 - 1
+
+
 class ImageInputs(WireStruct, tag=Op.IMAGE.value):
     """Pictures from a prompt, or `image` edited as the prompt says (mlx-vlm's image generation).
 

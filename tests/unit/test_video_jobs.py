@@ -139,3 +139,50 @@ def test_the_store_keeps_at_most_max_jobs_and_max_clip_bytes_dropping_the_oldest
         assert released == 6  # every job's leases ended, those cancelled before they ran too
 
     run(main())
+
+
+class Engine:
+    """A stand-in engine: only what `VideoJobs.turn` reads."""
+
+    def __init__(self, max_num_seqs: int) -> None:
+        self.max_num_seqs = max_num_seqs
+
+    def queue_stats(self) -> dict[str, int]:
+        return {"max_num_seqs": self.max_num_seqs}
+
+
+@pytest.mark.parametrize("max_num_seqs, at_once", [(8, 2), (1, 1)])
+def test_turns_let_in_flight_jobs_at_an_engine_in_arrival_order_and_a_deleted_waiter_leaves(
+    max_num_seqs, at_once
+):
+    async def main():
+        store = VideoJobs(Clock())
+        engine = Engine(max_num_seqs)
+        running: list[str] = []
+        done = {name: asyncio.Event() for name in "abcd"}
+
+        def work(name):
+            async def job_work(job):
+                async with store.turn(engine):
+                    running.append(name)
+                    await done[name].wait()
+                    store.complete(job, clip())
+
+            return job_work
+
+        jobs = {name: store.start("h3", name, "32x32", "5", work(name)) for name in "abcd"}
+        await asyncio.sleep(0.01)
+        assert running == list("abcd"[:at_once])
+        waiting = "abcd"[at_once]
+        await store.delete(jobs[waiting].id)  # cancelled while it waits for its turn
+        assert jobs[waiting].status == "failed"
+        for name in "abcd"[:at_once]:
+            done[name].set()
+        await asyncio.sleep(0.01)
+        assert running == [n for n in "abcd" if n != waiting][: 2 * at_once]
+        for event in done.values():
+            event.set()
+        await asyncio.gather(*(j.task for n, j in jobs.items() if n != waiting))
+        assert [n for n in "abcd" if n != waiting] == running
+
+    run(main())

@@ -6,6 +6,9 @@ Submits of the wrong field types never reach it: they do not decode (tests/unit/
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from protocol.messages import ControlReply, ErrorCode, FinishReason, Usage
@@ -258,6 +261,41 @@ def test_stats_count_requests_and_tokens():
 
 def test_an_idle_iteration_sends_no_step():
     assert Harness().step() == []
+
+
+class StalledEngine(FakeEngine):
+    """A FakeEngine whose requests can wait on work off the MLX thread (`stalled`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.is_stalled = False
+        self.wake = None
+
+    def bind_wake(self, wake) -> None:
+        self.wake = wake
+
+    def stalled(self) -> bool:
+        return self.is_stalled
+
+
+def test_an_engine_stalled_off_the_thread_is_not_spun_on_and_its_wake_ends_the_wait():
+    engine = StalledEngine()
+    harness = Harness(engines=[engine], idle_wait=0.2)
+    harness.put(submit("r", max_tokens=5))
+    harness.step()
+    steps = engine.steps
+    engine.is_stalled = True
+    started = time.perf_counter()
+    harness.step()  # it waited for the inbox (the engine stepped once after)
+    assert time.perf_counter() - started >= 0.15 and engine.steps == steps + 1
+    threading.Timer(0.05, engine.wake).start()
+    started = time.perf_counter()
+    assert by_id(harness.step())["r"].text  # woken: the wake is no inbox item
+    assert 0.03 <= time.perf_counter() - started < 0.15
+    engine.is_stalled = False
+    started = time.perf_counter()
+    harness.step()
+    assert time.perf_counter() - started < 0.05  # with work, no wait
 
 
 def test_aborting_requests_of_several_engines_at_once_ends_each_exactly_once():

@@ -1,18 +1,22 @@
 """The video engine (worker/videos/) in-process on the tiny MiniMax-H3 checkpoint: the clip
 (first frame, MP4 bytes) equals direct `generate_video`; progress rises step by step; a second
-request waits for the first; the worker's stats count the denoising steps; an abort stops a run between steps; bad input is a bad_request
-naming the field before any work."""
+request waits for the first to be denoised, not written; the worker's stats count the
+denoising steps; an abort stops a run between steps; bad input is a bad_request naming the
+field before any work."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
 
-from protocol.inputs import VideoInputs
+from protocol.inputs import MAX_SEED, VideoInputs
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
 from tests.support.video_direct import direct_clip, needs_ffmpeg
 from worker.runtime.stats import WorkerStats
 from worker.tiny_models import ensure_checkpoint
+from worker.videos import engine as engine_module
 from worker.videos.engine import VideoEngine, load_video_engine
 
 PROMPT = "a red fox running in the snow"
@@ -65,7 +69,7 @@ def test_a_second_request_waits_and_an_abort_stops_a_run_between_steps(engine):
     engine.admit(Submit("x", VideoInputs(PROMPT, 32, 32, seconds=5, steps=6, seed=1), False))
     engine.admit(Submit("y", VideoInputs(PROMPT, 32, 32, seconds=5, steps=3, seed=2), False))
     seen = [d for _ in range(3) for d in engine.step()]
-    assert {d.request_id for d in seen} == {"x"}  # one clip at a time
+    assert {d.request_id for d in seen} == {"x"}  # one clip denoised at a time
     ended = engine.abort(["x"])
     assert ended[0].finish_reason == FinishReason.ABORT and ended[0].video is None
     out = {"y": []}
@@ -73,6 +77,47 @@ def test_a_second_request_waits_and_an_abort_stops_a_run_between_steps(engine):
         for delta in engine.step():
             out[delta.request_id].append(delta)
     assert out["y"][-1].finish_reason == FinishReason.STOP and out["y"][-1].video is not None
+
+
+def test_the_next_clip_denoises_while_one_is_written_and_the_encoder_wakes_the_scheduler(
+    engine, monkeypatch
+):
+    written = threading.Event()
+    write = engine_module._write_mp4
+
+    def held(*args):
+        written.wait(30)
+        return write(*args)
+
+    monkeypatch.setattr(engine_module, "_write_mp4", held)
+    wakes = threading.Semaphore(0)
+    engine.bind_wake(wakes.release)
+    try:
+        engine.admit(Submit("a", VideoInputs(PROMPT, 32, 32, seconds=5, steps=2, seed=1), False))
+        engine.admit(Submit("b", VideoInputs(PROMPT, 32, 32, seconds=5, steps=3, seed=2), False))
+        out: dict[str, list[Delta]] = {"a": [], "b": []}
+        while engine._jobs["a"].encoding is None:
+            for delta in engine.step():
+                out[delta.request_id].append(delta)
+        assert not engine.stalled()  # b is still to be denoised
+        while engine._jobs["b"].encoding is None:
+            for delta in engine.step():
+                out[delta.request_id].append(delta)
+        # b was denoised to its end while a's file was held back.
+        assert [d.progress for d in out["b"]][-1] == pytest.approx(engine_module.DENOISING_SHARE)
+        assert engine.stalled() and engine.step() == []
+        assert not wakes.acquire(timeout=0.05)
+        written.set()
+        assert wakes.acquire(timeout=30) and wakes.acquire(timeout=30)  # a's file, then b's
+        assert not engine.stalled()
+        for delta in engine.step():
+            out[delta.request_id].append(delta)
+        assert engine.active_ids() == []
+        assert [out[r][-1].finish_reason for r in "ab"] == [FinishReason.STOP] * 2
+        assert all(out[r][-1].video.mp4 for r in "ab")
+    finally:
+        engine.bind_wake(engine_module._nothing)
+        written.set()
 
 
 @pytest.mark.parametrize(
@@ -89,7 +134,7 @@ def test_a_second_request_waits_and_an_abort_stops_a_run_between_steps(engine):
         (VideoInputs(PROMPT, 32, 32, 0), "seconds"),
         (VideoInputs(PROMPT, 32, 32, float("inf")), "seconds"),
         (VideoInputs(PROMPT, 32, 32, 5, seed=-1), "seed"),
-        (VideoInputs(PROMPT, 32, 32, 5, seed=2**32), "seed"),
+        (VideoInputs(PROMPT, 32, 32, 5, seed=MAX_SEED + 1), "seed"),
         (VideoInputs("fox " * 5000, 32, 32, 5), "prompt"),
     ],
 )

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from protocol.inputs import ImageInputs, Op
+from protocol.inputs import MAX_SEED, ImageInputs, Op
 from protocol.messages import Delta, ErrorInfo, FinishReason, ImageOut, Submit, Usage
 from protocol.ready import Capability, ImageInfo
 from worker.images.families import MAX_SIDE, MAX_STEPS
@@ -206,7 +206,7 @@ class ImageEngine:
         steps = family.denoising_steps(
             inputs.steps or self.model.default_steps_of(editing), editing
         )
-        seed = inputs.seed if inputs.seed is not None else random.randrange(2**31)
+        seed = inputs.seed if inputs.seed is not None else random.randint(0, MAX_SEED)
         job = _Job(submit, inputs, seed, steps, tokens)
         if inputs.partial_images and steps > 1:
             k = inputs.partial_images

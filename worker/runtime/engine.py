@@ -14,7 +14,10 @@ on the MLX thread. Invariants each engine keeps:
   frames, one ASR window), so aborts take effect between units;
 - `abort` ends the named requests it knows with finish_reason "abort" and ignores the rest.
 An engine may also have `bind_stats(stats)`: the scheduler calls it with the worker's
-`WorkerStats`, for the counts only the engine can make (worker/runtime/stats.py).
+`WorkerStats`, for the counts only the engine can make (worker/runtime/stats.py). An engine
+whose requests wait on work off the MLX thread (the video engine's MP4 encoding) has
+`bind_wake(wake)` and `stalled()`: while `stalled()` is true the scheduler does not spin on it
+but waits for the inbox, and the engine calls `wake()` (any thread) once a step would get on.
 """
 
 from __future__ import annotations

@@ -34,6 +34,13 @@ class AdapterChange:
     replace: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Wake:
+    """Put by `Handoff.wake`: ends a wait for the inbox, carries nothing."""
+
+
+_WAKE = _Wake()
+
 InboxItem = Submit | ShutdownRequest | AdapterChange
 
 
@@ -63,20 +70,26 @@ class AbortSet:
 class Handoff:
     """The receiver thread's side of the conversation with the MLX thread."""
 
-    inbox: queue.SimpleQueue[InboxItem] = field(default_factory=queue.SimpleQueue)
+    inbox: queue.SimpleQueue[InboxItem | _Wake] = field(default_factory=queue.SimpleQueue)
     aborts: AbortSet = field(default_factory=AbortSet)
     shutdown: threading.Event = field(default_factory=threading.Event)
 
     def take(self, block_for: float | None) -> list[InboxItem]:
-        """Everything in the inbox now; waits up to `block_for` seconds for a first item."""
-        items: list[InboxItem] = []
+        """Everything in the inbox now; waits up to `block_for` seconds for a first item (or
+        a `wake()`)."""
+        got: list[InboxItem | _Wake] = []
         if block_for:
             try:
-                items.append(self.inbox.get(timeout=block_for))
+                got.append(self.inbox.get(timeout=block_for))
             except queue.Empty:
-                return items
+                return []
         while True:
             try:
-                items.append(self.inbox.get_nowait())
+                got.append(self.inbox.get_nowait())
             except queue.Empty:
-                return items
+                return [item for item in got if not isinstance(item, _Wake)]
+
+    def wake(self) -> None:
+        """Ends the MLX thread's wait for the inbox now (any thread): an engine's work that ran
+        off that thread is ready for its next step."""
+        self.inbox.put(_WAKE)

@@ -3,6 +3,9 @@
 The scheduler owns the request lifecycle; the engines (worker.runtime.engine.Engine, e.g. the text
 engine with continuous batching) own the model work. Each iteration:
 1. drain the abort set, then the inbox (so an abort is never seen before its own Submit);
+   with nothing to step (no active request, or only requests of engines that are `stalled()`:
+   waiting on work off the MLX thread, which wakes the handoff when done) it waits for the
+   inbox, up to `IDLE_WAIT` seconds;
 2. end aborted and expired requests (the engines apply it between their units of work: decode
    steps, prefill chunks);
 3. `step()` the engines that have active requests (the text engine: one decode step for every
@@ -79,6 +82,10 @@ class _Active:
 IDLE_WAIT = 0.1
 
 
+def _never() -> bool:
+    return False
+
+
 class Scheduler:
     """Runs on the MLX thread until a shutdown request; see the module docstring."""
 
@@ -102,6 +109,9 @@ class Scheduler:
             bind = getattr(engine, "bind_stats", None)
             if bind is not None:
                 bind(stats)
+            bind = getattr(engine, "bind_wake", None)  # engines with work off the MLX thread
+            if bind is not None:
+                bind(handoff.wake)
         self._max_num_seqs = max_num_seqs
         self._idle_wait = idle_wait
         self._clock = clock
@@ -157,13 +167,19 @@ class Scheduler:
         whose deadline passed by then too (else `_expire` reads the clock itself)."""
         # Aborts before the inbox: an abort drained now had its Submit queued before it.
         aborted = self._handoff.aborts.drain()
-        idle = not (self._active or self._waiting or aborted)
+        idle = not (self._waiting or aborted) and self._stalled()
         items = self._handoff.take(self._idle_wait if idle else None)
         if now is None:
             return Round(aborted, items)
         expired = [s.request_id for s in self._waiting if _expired(s, now)]
         expired += [i for i, a in self._active.items() if _expired(a.submit, now)]
         return Round(aborted, items, expired)
+
+    def _stalled(self) -> bool:
+        """No active request the MLX thread can advance now: none, or only ones of engines
+        that wait on work off this thread (`stalled()`; they wake the handoff when it is done)."""
+        engines = {id(a.engine): a.engine for a in self._active.values()}.values()
+        return all(getattr(e, "stalled", _never)() for e in engines)
 
     def _enqueue(self, submit: Submit, deltas: list[Delta]) -> None:
         # Field types were checked when the Submit was decoded (protocol.codec).

@@ -1,1 +1,2 @@
-"""Video out: mlx-vlm's video generation, one clip at a time, paced per denoising step."""
+"""Video out: mlx-vlm's video generation, paced per denoising step, one clip denoised at a
+time."""

@@ -27,7 +27,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from protocol.inputs import Op, VideoInputs
+from protocol.inputs import MAX_SEED, Op, VideoInputs
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, Usage, VideoOut
 from protocol.ready import Capability, VideoInfo
 from worker.images.paced import Run
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 # The share of a clip's progress its denoising steps make (the rest: decoding and encoding).
 DENOISING_SHARE = 0.9
-ENCODE_WAIT = 0.002  # seconds step() waits for a file when it has nothing to compute
 
 
 @dataclass
@@ -94,9 +93,19 @@ class VideoEngine:
         self._jobs: dict[str, _Job] = {}  # in arrival order; the first is the one made
         self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="video-encode")
         self._stats: Any = None
+        self._wake: Callable[[], None] = _nothing
 
     def bind_stats(self, stats: Any) -> None:
         self._stats = stats
+
+    def bind_wake(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def stalled(self) -> bool:
+        """Every clip is being written to MP4 (the encoder wakes the scheduler as each ends)."""
+        return all(
+            job.encoding is not None and not job.encoding.done() for job in self._jobs.values()
+        )
 
     def close(self) -> None:
         self._encoder.shutdown(wait=False, cancel_futures=True)
@@ -118,15 +127,12 @@ class VideoEngine:
 
     def step(self) -> list[Delta]:
         """Hands out the clips whose files are written, then runs one unit of the first clip
-        still to be made; with none to make, waits a moment for a file instead of spinning."""
+        still to be made."""
         deltas = []
-        encoding = [(job, job.encoding) for job in self._jobs.values() if job.encoding]
-        making = next((job for job in self._jobs.values() if job.encoding is None), None)
-        if making is None and encoding:
-            wait([encoding[0][1]], timeout=ENCODE_WAIT)
-        for job, file in encoding:
-            if file.done():
+        for job in list(self._jobs.values()):
+            if job.encoding is not None and job.encoding.done():
                 deltas.append(self._guarded(job, self._collect))
+        making = next((job for job in self._jobs.values() if job.encoding is None), None)
         if making is not None:
             deltas.append(self._guarded(making, self._advance))
         return [delta for delta in deltas if delta is not None]
@@ -182,8 +188,8 @@ class VideoEngine:
         clips = self.model.clips
         if not inputs.prompt.strip():
             raise bad_request("prompt: must not be empty")
-        if not 0 <= (inputs.seed if inputs.seed is not None else 0) < 2**32:
-            raise bad_request(f"seed: must be 0 to {2**32 - 1}, got {inputs.seed}")
+        if not 0 <= (inputs.seed if inputs.seed is not None else 0) <= MAX_SEED:
+            raise bad_request(f"seed: must be 0 to {MAX_SEED}, got {inputs.seed}")
         steps = inputs.steps if inputs.steps is not None else self.model.default_steps
         if not clips.min_steps <= steps <= MAX_STEPS:
             raise bad_request(f"steps: must be {clips.min_steps} to {MAX_STEPS}, got {steps}")
@@ -207,7 +213,7 @@ class VideoEngine:
                 f"prompt: {tokens} tokens, over the {self.model.max_prompt_tokens} the "
                 f"{self.model.family} text encoder reads"
             )
-        seed = inputs.seed if inputs.seed is not None else random.randrange(2**31)
+        seed = inputs.seed if inputs.seed is not None else random.randint(0, MAX_SEED)
         return _Job(submit, inputs, seed, steps, frames, tokens)
 
     def _advance(self, job: _Job) -> Delta | None:
@@ -260,6 +266,7 @@ class VideoEngine:
         job.encoding = self._encoder.submit(
             _write_mp4, frames, audio, float(result.fps), result.sampling_rate
         )
+        job.encoding.add_done_callback(lambda _: self._wake())
 
     def _collect(self, job: _Job) -> Delta:
         assert job.encoding is not None and job.clip is not None
@@ -283,6 +290,10 @@ class VideoEngine:
             video=video,
             progress=1.0 if video is not None else None,
         )
+
+
+def _nothing() -> None:
+    pass
 
 
 def _write_mp4(frames: np.ndarray, audio: np.ndarray | None, fps: float, rate: int | None) -> bytes:

@@ -26,14 +26,13 @@ from gateway.http.multipart import Form, form_value
 from gateway.schema import field as s
 from gateway.schema.readers import boolean, integer, number, string
 from gateway.schema.request import RequestSchema
-from protocol.inputs import ImageInputs
+from protocol.inputs import MAX_SEED, ImageInputs
 from protocol.ready import ImageInfo
 
 DEFAULT_SIDE = 1024  # `size: auto` of a generation (clipped to the model's largest side)
 QUALITIES = ("auto", "standard", "medium", "low", "high", "hd")
 FORMATS = ("png", "jpeg", "webp")
 IMAGE_FILES = ("image", "image[]")
-SEED_MAX = 2**31 - 1
 MAX_PROMPT_CHARS = 32000  # OpenAI's bound (gpt-image-1); the worker also bounds its tokens
 
 
@@ -84,7 +83,7 @@ _COMMON = {
     "stream": s.boolean("Server-sent events: previews, then each picture."),
     "partial_images": s.integer("Previews of each picture while it denoises (0-3).", 0, 3),
     "user": s.accepted(s.string()),
-    "seed": s.integer("Extension: the first picture's seed (picture i: seed + i).", 0, SEED_MAX),
+    "seed": s.integer("Extension: the first picture's seed (picture i: seed + i).", 0, MAX_SEED),
     "num_inference_steps": s.integer("Extension (vLLM-Omni): denoising steps.", 1),
     "guidance_scale": s.number("Extension (vLLM-Omni): classifier-free guidance scale.", 0),
 }
@@ -290,7 +289,7 @@ def _call(body: dict[str, Any], picture: bytes | None, image_param: str = "image
         quality=string(body, "quality") or "auto",
         steps=integer(body, "num_inference_steps", 1),
         guidance=number(body, "guidance_scale", 0, None),
-        seed=integer(body, "seed", 0, SEED_MAX),
+        seed=integer(body, "seed", 0, MAX_SEED),
         response_format=string(body, "response_format") or "b64_json",
         output_format=string(body, "output_format") or "png",
         compression=_compression(integer(body, "output_compression", 0, 100)),

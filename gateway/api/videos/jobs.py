@@ -3,7 +3,7 @@
 A job is made by `POST /v1/videos` and runs as a task of the gateway's event loop: one worker
 request (streamed, so each denoising step moves `progress`), its clip kept in memory once
 made. A worker is sent at most `IN_FLIGHT` jobs at once (one denoising, one being written to
-MP4); the others wait here, `queued`, so they hold none of the worker's admission slots (which
+MP4), fewer where it generates fewer requests at once (`max_num_seqs`); the others wait here, `queued`, so they hold none of the worker's admission slots (which
 chat beside them needs) and no admission timeout runs out on them. Jobs live in the gateway
 process, bounded three ways: at most `MAX_JOBS` (the oldest finished ones go first), clips of
 at most `MAX_CLIP_BYTES` all together (likewise), and a finished job's clip for `KEEP_SECONDS`
@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Job:
     size: str  # WIDTHxHEIGHT
     seconds: str  # as asked for
     created_at: int
+    seed: int | None = None  # as asked for; the worker's once the clip is made
     status: str = "queued"  # queued, in_progress, completed, failed
     progress: float = 0.0  # 0 to 1
     completed_at: int | None = None
@@ -80,8 +82,8 @@ class Job:
             "seconds": self.seconds,
             "remixed_from_video_id": None,
             "error": self.error,
-            # Not an OpenAI field: the seed the clip was made with (the worker's, if unset).
-            "seed": None if self.clip is None else self.clip.seed,
+            # Not an OpenAI field: the seed the clip is made with (the worker's, if unset).
+            "seed": self.seed if self.clip is None else self.clip.seed,
         }
 
     def end(self) -> None:
@@ -95,11 +97,21 @@ class VideoJobs:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._jobs: OrderedDict[str, Job] = OrderedDict()  # oldest first
-        self._turns: dict[int, asyncio.Semaphore] = {}  # per engine: IN_FLIGHT
+        # Per engine (forgotten with it): what its jobs hold while their request is open.
+        self._turns: weakref.WeakKeyDictionary[object, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def turn(self, engine: object) -> asyncio.Semaphore:
-        """What a job holds while its worker request is open (`IN_FLIGHT` per engine)."""
-        return self._turns.setdefault(id(engine), asyncio.Semaphore(IN_FLIGHT))
+        """What a job holds while its worker request is open: `IN_FLIGHT` per engine, or the
+        engine's `max_num_seqs` where that is fewer (the jobs past it would wait in its
+        admission queue, where a timeout runs; here none does)."""
+        turn = self._turns.get(engine)
+        if turn is None:
+            queue_stats = getattr(engine, "queue_stats", None)
+            capacity = IN_FLIGHT if queue_stats is None else queue_stats()["max_num_seqs"]
+            turn = self._turns[engine] = asyncio.Semaphore(max(1, min(IN_FLIGHT, capacity)))
+        return turn
 
     def start(
         self,
@@ -109,13 +121,14 @@ class VideoJobs:
         seconds: str,
         work: Callable[[Job], Awaitable[None]],
         release: Callable[[], None] | None = None,
+        seed: int | None = None,
     ) -> Job:
         """A new job, `work(job)` running as a task; older jobs make room first. QueueFull
         (a 503) when MAX_JOBS jobs are unfinished."""
         self._forget_expired()
         if sum(not j.finished for j in self._jobs.values()) >= MAX_JOBS:
             raise QueueFull(f"{MAX_JOBS} video jobs are queued or running", RETRY_AFTER)
-        job = Job(f"video_{uuid.uuid4().hex}", model, prompt, size, seconds, self._now())
+        job = Job(f"video_{uuid.uuid4().hex}", model, prompt, size, seconds, self._now(), seed)
         job.release = release
         self._jobs[job.id] = job
         job.task = asyncio.get_running_loop().create_task(self._run(job, work))
@@ -138,6 +151,8 @@ class VideoJobs:
             job.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await job.task
+        if job is not None:
+            job.end()  # (a task cancelled before it began ran no `finally`)
         return job
 
     async def close(self) -> None:

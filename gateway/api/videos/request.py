@@ -19,10 +19,9 @@ from gateway.http.multipart import Form, form_value
 from gateway.schema import field as s
 from gateway.schema.readers import integer, string
 from gateway.schema.request import RequestSchema
-from protocol.inputs import VideoInputs
+from protocol.inputs import MAX_SEED, VideoInputs
 from protocol.ready import VideoInfo
 
-SEED_MAX = 2**31 - 1
 MAX_PROMPT_CHARS = 32000  # OpenAI's bound; the worker also bounds its tokens
 _REFERENCE = {
     "anyOf": [
@@ -54,7 +53,7 @@ CREATE = RequestSchema(
             "A picture to start from: the video models served here make clips from text only.",
             schema=_REFERENCE,
         ),
-        "seed": s.integer("Extension: the seed the clip is made with.", 0, SEED_MAX),
+        "seed": s.integer("Extension: the seed the clip is made with.", 0, MAX_SEED),
         "num_inference_steps": s.integer("Extension (vLLM-Omni): denoising steps.", 1),
     },
     required=("prompt",),
@@ -139,7 +138,7 @@ def _call(body: dict[str, Any]) -> VideoCall:
         seconds=_seconds(string(body, "seconds")),
         size=_size(string(body, "size")),
         steps=integer(body, "num_inference_steps", 1),
-        seed=integer(body, "seed", 0, SEED_MAX),
+        seed=integer(body, "seed", 0, MAX_SEED),
     )
 
 

@@ -31,6 +31,9 @@ _VIDEO = _obj(
         "seconds": _doc(STRING, "As asked for (the clip runs to the next length it makes)."),
         "remixed_from_video_id": _or_null(STRING),
         "error": _or_null(_obj({"code": STRING, "message": STRING}, ["code", "message"])),
+        "seed": _or_null(
+            _doc(INTEGER, "Extension: the seed, as asked for or, once made, the one drawn.")
+        ),
     },
     [
         "id", "object", "model", "status", "progress", "created_at", "completed_at",

@@ -57,6 +57,7 @@ async def create(request: Request) -> Response:
         f"{inputs.seconds:g}",
         lambda job: _generate(request, engine, inputs, job),
         lambda: _release(request, leases),
+        inputs.seed,
     )
     leases += _take_leases(request)
     return JSONResponse(job.resource())

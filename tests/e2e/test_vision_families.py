@@ -1,6 +1,7 @@
-"""Image chat through the real server equals direct mlx-vlm for Qwen2.5-VL, Qwen3-VL and Gemma 3;
-so does video chat: as video for the two whose processor takes it, as the frames' stills for
-Gemma 3 (what mlx-vlm sends it).
+"""Image chat through the real server equals direct mlx-vlm for Qwen2.5-VL, Qwen3-VL and Gemma 3,
+one request alone and eight sent at once (images and text mixed, decoded together in the
+worker's batch: worker/vision/batched.py); so does video chat: as video for the two whose
+processor takes it, as the frames' stills for Gemma 3 (what mlx-vlm sends it).
 
 One server per family (the tiny random-weight checkpoint, prefix cache on as by default),
 stopped after its family's tests; the reference is `tests.support.direct.greedy_vlm_chat`
@@ -8,6 +9,8 @@ stopped after its family's tests; the reference is `tests.support.direct.greedy_
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -78,6 +81,36 @@ def test_streamed_two_image_chat_equals_direct_mlx_vlm(family):
     )
 
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected.text
+
+
+def test_eight_concurrent_image_and_text_chats_each_equal_direct_mlx_vlm(family):
+    server, path = family
+    asks = [
+        ([png(10 + i, (96, 72))] if i % 3 else [], QUESTION + " Say more." * i, 6 + i)
+        for i in range(8)
+    ]
+    expected = [
+        direct.greedy_vlm_chat(path, [mlx_vlm_message(text, len(images))], images, n)
+        for images, text, n in asks
+    ]
+    client = openai_client(server)
+
+    def ask(ask: tuple[list[bytes], str, int]):
+        images, text, n = ask
+        message = (
+            openai_image_message(text, *images)
+            if images
+            else {"role": "user", "content": [{"type": "text", "text": text}]}
+        )
+        return client.chat.completions.create(
+            model=model_name(path), messages=[message], max_tokens=n, temperature=0
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(ask, asks))
+
+    for reply, want, (_, _, n) in zip(replies, expected, asks, strict=True):
+        direct.assert_chat_equals(reply, want, n)
 
 
 @pytest.mark.parametrize("seed", [6, 8])  # the second clip must not get the first one's state

@@ -19,7 +19,7 @@ from worker.tiny_models import ensure_checkpoint
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.engine import VisionEngine, make_text_prefix_caches  # noqa: E402
 from worker.vision.model import load_vision_model  # noqa: E402
 
 QUESTION = "What is said here?"
@@ -158,7 +158,8 @@ def test_different_audio_of_the_same_length_gives_different_answers(engine):
 
 def test_audio_requests_with_the_prefix_cache_on_equal_plain_ones(vm):
     # mlx-vlm's APC mishandles audio prompts (worker/vision/engine.py): they must bypass it.
-    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    apc, text_prefix = make_text_prefix_caches(vm, 64 << 20)
+    cached = VisionEngine(vm, 2048, apc, text_prefix=text_prefix)
     plain = VisionEngine(vm, 2048, None)
     order = [wav_bytes(6), wav_bytes(7), wav_bytes(6)]
     with_cache = [

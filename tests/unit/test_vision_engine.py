@@ -26,7 +26,7 @@ from worker.tiny_models import ensure_checkpoint
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.engine import VisionEngine, make_text_prefix_caches  # noqa: E402
 from worker.vision.model import load_vision_model  # noqa: E402
 
 MAX_TOKENS = 10
@@ -90,7 +90,8 @@ def test_interleaved_requests_equal_sequential_ones(engine):
 
 
 def test_prefix_cache_never_mixes_images(vm):
-    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    apc, text_prefix = make_text_prefix_caches(vm, 64 << 20)
+    cached = VisionEngine(vm, 2048, apc, text_prefix=text_prefix)
     plain = VisionEngine(vm, 2048, None)
     order = [png(5), png(6), png(5)]
     with_cache = [
@@ -104,9 +105,9 @@ def test_prefix_cache_never_mixes_images(vm):
 
 
 def test_prefix_cache_serves_a_repeated_text_prompt(vm):
-    # mlx-vlm's APC reuses KV only for prefixes that cover every media token, so a text-only
-    # chat is where a repeat is observable.
-    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    # Text-only prompts are prefilled in the decode batch, with the text prefix cache.
+    apc, text_prefix = make_text_prefix_caches(vm, 64 << 20)
+    cached = VisionEngine(vm, 2048, apc, text_prefix=text_prefix)
     plain = VisionEngine(vm, 2048, None)
     text = " ".join(["a long shared question about the picture"] * 8)
     messages = [{"role": "user", "content": text}]
@@ -122,7 +123,8 @@ def test_prefix_cache_lookups_are_counted_in_tokens(vm):
     from worker.runtime.stats import WorkerStats
 
     stats, unbound = WorkerStats(model="vlm"), WorkerStats(model="plain")
-    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    apc, text_prefix = make_text_prefix_caches(vm, 64 << 20)
+    cached = VisionEngine(vm, 2048, apc, text_prefix=text_prefix)
     cached.bind_stats(stats)
     plain = VisionEngine(vm, 2048, None)  # no prefix cache: no lookups
     plain.bind_stats(unbound)

@@ -18,7 +18,7 @@ from worker.tiny_models import ensure_checkpoint
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.engine import VisionEngine, make_text_prefix_caches  # noqa: E402
 from worker.vision.model import load_vision_model  # noqa: E402
 
 FAMILIES = ("qwen2_5_vl", "qwen3_vl", "gemma3")
@@ -104,7 +104,8 @@ def test_repeated_image_uses_the_vision_cache_where_the_family_allows(family, en
 
 def test_prefix_cache_keeps_answers_equal_and_images_apart(family):
     _, _, vm = family
-    cached = VisionEngine(vm, 2048, make_apc_manager(vm.model, 64 << 20))
+    apc, text_prefix = make_text_prefix_caches(vm, 64 << 20)
+    cached = VisionEngine(vm, 2048, apc, text_prefix=text_prefix)
     plain = VisionEngine(vm, 2048, None)
     order = [png(5), png(6), png(5)]
 

@@ -18,7 +18,7 @@ from worker.tiny_models import ensure_checkpoint
 pytest.importorskip("mlx_vlm")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from worker.vision.engine import VisionEngine, make_apc_manager  # noqa: E402
+from worker.vision.engine import VisionEngine, make_text_prefix_caches  # noqa: E402
 from worker.vision.model import load_vision_model  # noqa: E402
 from worker.vision.turns import ConversationCache, media_key  # noqa: E402
 
@@ -32,9 +32,8 @@ def vm():
 
 
 def cached_engine(vm, budget: int = BUDGET) -> VisionEngine:
-    return VisionEngine(
-        vm, 2048, make_apc_manager(vm.model, budget), turns=ConversationCache(budget)
-    )
+    apc, text_prefix = make_text_prefix_caches(vm, budget)
+    return VisionEngine(vm, 2048, apc, turns=ConversationCache(budget), text_prefix=text_prefix)
 
 
 def plain_engine(vm) -> VisionEngine:

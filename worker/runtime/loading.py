@@ -332,7 +332,7 @@ def _add_text(loaded: LoadedEngines, args: argparse.Namespace, sharder: Any = No
 
 def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     from worker.text.features import configure
-    from worker.vision.engine import VisionEngine, make_apc_manager
+    from worker.vision.engine import VisionEngine, make_text_prefix_caches
     from worker.vision.features import CountingVisionCache
     from worker.vision.model import load_vision_model
     from worker.vision.turns import ConversationCache
@@ -356,12 +356,16 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
         )
     vm = load_vision_model(args.model)
     configure(args.reasoning_parser, args.tool_call_parser, vm.tokenizer)
-    # Half of the prefix-cache budget for text prefixes (mlx-vlm's APC), half for
-    # conversations with images (worker/vision/turns.py).
-    apc = make_apc_manager(vm.model, args.prefix_cache_bytes // 2)
+    # Half of the prefix-cache budget for text prompts (the batch's prefix cache, else
+    # mlx-vlm's APC), half for conversations with images (worker/vision/turns.py).
+    apc, text_prefix = make_text_prefix_caches(vm, args.prefix_cache_bytes // 2)
     turns = ConversationCache(args.prefix_cache_bytes // 2)
     cache = CountingVisionCache(args.vision_cache_entries)
-    engine = VisionEngine(vm, args.prefill_step_size, apc, cache, turns, args.talker_max_frames)
+    engine = VisionEngine(
+        vm, args.prefill_step_size, apc, cache, turns, args.talker_max_frames,
+        args.max_num_seqs, text_prefix,
+    )  # fmt: skip
+    loaded.closers.append(text_prefix.close)
     loaded.engines.append(engine)
     loaded.capabilities += engine.capabilities()
     loaded.text = engine.ready_info()

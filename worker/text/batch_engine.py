@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +80,15 @@ class BatchTextEngine:
         pacer: PrefillPacer | None = None,
         fuse: bool = True,
         speculation: Speculation | None = None,
+        rows: Callable[[list[TextRequest | None]], AbstractContextManager[None]] | None = None,
+        keep: Callable[[TextRequest, list[int], list[Any]], None] | None = None,
     ) -> None:
         self._text_model = text_model
+        # What every model call is built under, given its rows' requests (a vision model's
+        # positions), and where an ended request's KV goes instead of the prefix cache (a
+        # vision conversation's): see `join`.
+        self._rows = rows
+        self._keep = keep
         self._settings = settings
         self._max_num_seqs = max_num_seqs
         self._prefix = prefix or PrefixReuse(None)
@@ -130,7 +138,7 @@ class BatchTextEngine:
         try:
             request = build_text_request(self._text_model, submit)
             request.adapter = slot_for(self.adapters, submit.adapter)
-            self._insert(request)
+            self.insert(request)
         except RequestError as exc:
             return terminal(submit.request_id, FinishReason.ERROR, error=exc.info())
         except Exception as exc:
@@ -207,20 +215,41 @@ class BatchTextEngine:
         self._collect_adapters()
         return deltas
 
-    def _insert(self, request: TextRequest) -> None:
+    def insert(self, request: TextRequest) -> None:
+        """Starts a built request: its prompt (what the prefix cache lacks of it) prefilled
+        in the batch, then decoded with the others."""
         # The prefix cache holds the base model's KV: an adapter's request neither reuses nor
         # fills it.
         reuse = request.adapter == BASE
         cache, cached = self._prefix.fetch(request.prompt) if reuse else (None, 0)
         request.cached_tokens = cached
+        self._add(request, request.prompt[cached:], cache, request.prompt[:cached])
+
+    def join(self, request: TextRequest, cache: list[Any]) -> None:
+        """Goes on with a request whose prefill ran elsewhere (a vision request's, on
+        mlx-vlm's own path) and which returned a token: `cache` holds its prompt and the
+        tokens it returned but the last, which is fed first."""
+        *before, last = request.generated
+        left = request.max_tokens - request.completion_tokens
+        self._add(request, [last], cache, request.prompt + before, left)
+
+    def _add(
+        self,
+        request: TextRequest,
+        tokens: list[int],
+        cache: list[Any] | None,
+        context: list[int],
+        max_tokens: int | None = None,
+    ) -> None:
+        """`tokens` into the generator after the `context` its `cache` holds."""
         entry = _Entry(uid=-1, request=request)
         processors = [_guarded(entry, p) for p in request.logits_processors]
         [entry.uid] = self._generator.insert(
-            [request.prompt[cached:]],
-            max_tokens=[request.max_tokens],
+            [tokens],
+            max_tokens=[request.max_tokens if max_tokens is None else max_tokens],
             caches=[cache] if cache is not None else None,
             # The tokens already in the cache: the context logits processors see.
-            all_tokens=[list(request.prompt[:cached])],
+            all_tokens=[list(context)],
             samplers=[request.sampler],
             logits_processors=[processors],
             stop_sequences=[self._stop_tokens],
@@ -262,7 +291,8 @@ class BatchTextEngine:
         self._forget(entry)
         if not in_generator:
             return
-        keep = store and self._prefix.enabled and bool(entry.request.generated)
+        keeps = self._prefix.enabled or self._keep is not None
+        keep = store and keeps and bool(entry.request.generated)
         keep = keep and entry.request.adapter == BASE
         caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
         if keep and entry.uid in caches:
@@ -279,7 +309,10 @@ class BatchTextEngine:
         if extra > 0:
             cache = trimmed(cache, extra)
             tokens = tokens[:-extra]
-        self._prefix.store(tokens, cache)
+        if self._keep is not None:
+            self._keep(request, tokens, cache)
+        else:
+            self._prefix.store(tokens, cache)
 
     def _forget(self, entry: _Entry) -> None:
         self._by_id.pop(entry.request.request_id, None)
@@ -319,7 +352,12 @@ class BatchTextEngine:
             completion_batch_size=n,
             adapters=self.adapters,
             slot_of=self._slot_of,
+            rows=None if self._rows is None else self._row_requests,
         )
+
+    def _row_requests(self, uids: list[int]) -> AbstractContextManager[None]:
+        assert self._rows is not None
+        return self._rows([entry.request if (entry := self._by_uid.get(u)) else None for u in uids])
 
     def _slot_of(self, uid: int) -> int:
         entry = self._by_uid.get(uid)

@@ -24,7 +24,9 @@ With LoRA adapters (worker/text/adapters/), every model call is built under its 
 the decode step under the generation batch's, a prefill chunk under the prompt batch's, the first
 step of requests whose prefill completes under theirs. While a request with an adapter is in the
 generator, its steps run upstream's order in three calls (decode, admission, chunk: `_routed_next`),
-unfused, since the fused pass lays every row out as one sequence.
+unfused, since the fused pass lays every row out as one sequence. A `rows` context (a vision
+model's per-row mRoPE positions, worker/vision/batched.py) is entered the same way, around every
+model call, and routes every step.
 
 The fused call relies on upstream's decode step calling its model exactly once. If an mlx-lm
 release ever does otherwise, the step raises `FusionError` (its chunk was cut but not fed, so
@@ -77,12 +79,16 @@ class FusedBatchGenerator(BatchGenerator):
         speculator: Speculator | None = None,
         adapters: Adapters | None = None,
         slot_of: Callable[[int], int] = lambda uid: BASE,
+        rows: Callable[[list[int]], AbstractContextManager[None]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
         self.fuse = fuse and fusable(model) and _supported(self)
         self._adapters = adapters
         self._slot_of = slot_of  # a request's adapter slot, by its uid
+        # What every model call is built under, given its rows' uids (a vision model's
+        # per-row positions: worker/vision/batched.py); with it, every step is routed.
+        self._row_context = rows
         self.fused_tokens = 0  # prompt tokens prefilled inside decode steps
         if speculator is not None:
             # The one generation batch of this generator (requests join it by `extend`) is one
@@ -117,7 +123,10 @@ class FusedBatchGenerator(BatchGenerator):
         return _supported(self)
 
     def _adapted(self) -> bool:
-        """Whether a request in the generator uses an adapter."""
+        """Whether a request in the generator uses an adapter (or every model call needs to
+        know its rows)."""
+        if self._row_context is not None and self.routable:
+            return True
         if self._adapters is None or not self._adapters.weighted or not self.routable:
             return False
         queued = (sequence[0] for sequence in self._unprocessed_sequences)
@@ -134,11 +143,15 @@ class FusedBatchGenerator(BatchGenerator):
         self._prompt(self._cut_chunks(prompt_responses))
         return prompt_responses, responses
 
-    def _rows(self, uids: list[int]) -> AbstractContextManager[None]:
-        """Model calls built inside run row i under the adapter of request `uids[i]`."""
-        if self._adapters is None or not self._adapters.weighted:
-            return contextlib.nullcontext()
-        return self._adapters.selecting([self._slot_of(uid) for uid in uids])
+    def _rows(self, uids: list[int]) -> AbstractContextManager[Any]:
+        """Model calls built inside run row i under the adapter of request `uids[i]` (and
+        the row context's)."""
+        stack = contextlib.ExitStack()
+        if self._row_context is not None:
+            stack.enter_context(self._row_context(uids))
+        if self._adapters is not None and self._adapters.weighted:
+            stack.enter_context(self._adapters.selecting([self._slot_of(uid) for uid in uids]))
+        return stack
 
     def _admit(self) -> list[Any]:
         """Upstream's admission: queued requests join the prompt batch, and those with only

@@ -42,7 +42,17 @@ from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
+from worker.text.batch_engine import BatchTextEngine
+from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, make_text_request, terminal
+from worker.text.settings import GenerationSettings
+from worker.vision.batched import (
+    BatchedLanguageModel,
+    BatchModel,
+    batched,
+    prompt_cache,
+    rope_offset,
+)
 from worker.vision.features import CountingVisionCache, prefill_features
 from worker.vision.model import VisionModel
 from worker.vision.paced import PAUSED, StepRun, pace
@@ -68,6 +78,18 @@ def make_apc_manager(model: Any, budget_bytes: int) -> Any:
     num_blocks = max(1, budget_bytes // (APC_BLOCK_SIZE * per_token))
     overrides = {"memory_max_gb": budget_bytes / 2**30}
     return APCManager(num_blocks=num_blocks, block_size=APC_BLOCK_SIZE, overrides=overrides)
+
+
+def make_text_prefix_caches(vm: VisionModel, budget_bytes: int) -> tuple[Any, PrefixReuse]:
+    """The caches of text-only prompts, `budget_bytes` of KV: the text engine's prefix cache
+    where the model decodes in the batch (its text prompts are prefilled there), else
+    mlx-vlm's APC. (APC manager or None, PrefixReuse)."""
+    from worker.text.prefix_reuse import open_prefix_cache
+
+    if not batched(vm.model) or vm.takes_audio:
+        return make_apc_manager(vm.model, budget_bytes), PrefixReuse(None)
+    cache = open_prefix_cache(budget_bytes, vm.path, {"engine": "mlx-vlm", "prompts": "text"})
+    return None, PrefixReuse(cache)
 
 
 def _kv_bytes_per_token(model: Any) -> int:
@@ -112,6 +134,7 @@ class VisionGeneration:
         self._state: dict[str, Any] = {}
         self.lease: Lease | None = None  # its conversation state, when it has images
         self.looked_up = False  # its prefix-cache lookup (the first advance) was counted
+        self.prompt_tokens = 0  # the prompt's tokens as mlx-vlm counted them (at its first)
 
     def advance(self, vm: VisionModel, state: _ModelState) -> Delta | None:
         """Generates one token and returns its Delta; None: a unit of the prefill ran."""
@@ -124,6 +147,7 @@ class VisionGeneration:
         request = self.request
         if result is not None:
             request.cached_tokens = result.cached_tokens or 0
+            self.prompt_tokens = result.prompt_tokens
         if result is None or (result.finish_reason == "length" and not result.token_ids):
             # mlx-vlm ended without a token: only when it had no budget at all.
             return request.end(FinishReason.LENGTH)
@@ -188,6 +212,17 @@ class VisionGeneration:
                 return
         self.close()
 
+    def handoff(self) -> tuple[list[Any], int] | None:
+        """After its first token: the KV cache of its prompt and its mRoPE offset, for the
+        decode batch (worker/vision/batched.py), its generator closed; None (and nothing
+        changed) when the cache cannot be cut back to the prompt."""
+        assert self._results is not None
+        cache = prompt_cache(self._results.cache, self.prompt_tokens)
+        if cache is None:
+            return None
+        self.close()
+        return cache, rope_offset(self._state)
+
     def close(self) -> None:
         if self._results is not None:
             self._results.stop()
@@ -207,9 +242,29 @@ class VisionEngine:
         vision_cache: CountingVisionCache | None = None,
         turns: ConversationCache | None = None,
         talker_max_frames: int = 4096,
+        max_num_seqs: int = 8,
+        text_prefix: PrefixReuse | None = None,
     ) -> None:
         self._vm = vision_model
         pace(vision_model.model)
+        # The decode batch (worker/vision/batched.py), where the model's family has one.
+        self._batch: BatchTextEngine | None = None
+        self._text_prefix = text_prefix or PrefixReuse(None)
+        self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
+        self._leases: dict[str, Lease] = {}  # their conversation states, by request id
+        if batched(vision_model.model) and not vision_model.takes_audio:
+            language_model = BatchedLanguageModel(vision_model.model.language_model)
+            self._batch = BatchTextEngine(
+                BatchModel(language_model, vision_model.tokenizer, vision_model.max_context),
+                GenerationSettings(prefill_step_size=prefill_step_size)
+                if prefill_step_size
+                else GenerationSettings(),
+                max_num_seqs,
+                text_prefix,
+                fuse=False,
+                rows=lambda requests: language_model.rows(requests, self._offsets),
+                keep=self._keep,
+            )
         self._talker_max_frames = talker_max_frames
         self._prefill_step_size = prefill_step_size
         self.apc_manager = apc_manager
@@ -221,6 +276,8 @@ class VisionEngine:
 
     def bind_stats(self, stats: Any) -> None:
         self.stats = stats
+        if self._batch is not None:
+            self._batch.bind_stats(stats)
 
     def capabilities(self) -> list[Capability]:
         caps = [Capability.CHAT, Capability.COMPLETE]
@@ -233,10 +290,15 @@ class VisionEngine:
         return caps
 
     def ready_info(self) -> TextInfo:
-        return TextInfo(self._vm.max_context, "interleaved batch-1", talker_speakers(self._vm))
+        batching = "interleaved batch-1" if self._batch is None else "continuous"
+        return TextInfo(self._vm.max_context, batching, talker_speakers(self._vm))
 
     def active_ids(self) -> list[str]:
-        return list(self._active)
+        return list(self._active) + self.batched_ids()
+
+    def batched_ids(self) -> list[str]:
+        """The requests in the decode batch (worker/vision/batched.py)."""
+        return [] if self._batch is None else self._batch.active_ids()
 
     def admit(self, submit: Submit) -> Delta:
         asked = submit.inputs
@@ -260,6 +322,9 @@ class VisionEngine:
         # Video requests skip every cache: the feature cache's encoders are written for images,
         # and a video's stills would share the conversation key of a request without them.
         video = bool(asked.videos) if isinstance(asked, ChatInputs) else False
+        if self._batch is not None and not (inputs.images or inputs.audios or video):
+            self._batch.insert(request)  # text only: prefilled and decoded in the batch
+            return request.accepted()
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
             "sampler": request.sampler,
@@ -295,6 +360,18 @@ class VisionEngine:
         return generation
 
     def step(self) -> list[Delta]:
+        """One decode step of the batch, then one unit of each generator (a request that
+        joins the batch in it decodes there from the next step)."""
+        deltas = []
+        if self._batch is not None and self._batch.active_ids():
+            deltas = self._batch.step()
+            for delta in deltas:
+                if delta.finish_reason is not None:
+                    self._offsets.pop(delta.request_id, None)
+                    self._leases.pop(delta.request_id, None)  # (`_keep` took the kept ones)
+        return deltas + self._step_generators()
+
+    def _step_generators(self) -> list[Delta]:
         deltas = []
         for request_id, generation in list(self._active.items()):
             try:
@@ -314,8 +391,33 @@ class VisionEngine:
             for delta in advanced if isinstance(advanced, list) else [advanced]:
                 if delta.finish_reason is not None:
                     self._end(request_id)
+                elif self._batch is not None and isinstance(generation, VisionGeneration):
+                    self._join(request_id, generation)
                 deltas.append(delta)
         return deltas
+
+    def _join(self, request_id: str, generation: VisionGeneration) -> None:
+        """A request past its prefill goes on in the decode batch (if its cache can)."""
+        assert self._batch is not None
+        handed = generation.handoff()
+        if handed is None:
+            return
+        cache, offset = handed
+        del self._active[request_id]
+        self._offsets[request_id] = offset
+        if generation.lease is not None:
+            self._leases[request_id] = generation.lease
+        self._batch.join(generation.request, cache)
+
+    def _keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None:
+        """The batch's end of a request: its KV goes to its conversation state (one with
+        images) or the text prefix cache (one of text only)."""
+        lease = self._leases.pop(request.request_id, None)
+        if lease is not None:
+            lease.state.update(tokens, cache)
+            self.turns.give_back(lease)
+        elif request.request_id not in self._offsets and self._text_prefix.enabled:
+            self._text_prefix.store(tokens, cache)
 
     def _count_lookup(self, generation: VisionGeneration) -> None:
         """The first token came, so the prefill ran and mlx-vlm's cached tokens are known: one
@@ -327,8 +429,15 @@ class VisionEngine:
             self.stats.count_prefix_cache(request.prompt_tokens, request.cached_tokens)
 
     def abort(self, request_ids: Iterable[str]) -> list[Delta]:
-        return [
+        ids = list(request_ids)
+        deltas = [
             self._end(request_id).request.end(FinishReason.ABORT)
-            for request_id in request_ids
+            for request_id in ids
             if request_id in self._active
         ]
+        if self._batch is not None:
+            deltas += self._batch.abort(ids)
+            for request_id in ids:
+                self._offsets.pop(request_id, None)
+                self._leases.pop(request_id, None)
+        return deltas

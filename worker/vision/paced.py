@@ -40,6 +40,7 @@ class StepRun(PausedRun):
         self.iterator: Iterator[Any] | None = None
         self._stream: Any = None  # the run's own default stream while it is switched out
         self.pauses = 0  # units of prefill begun
+        self.cache: list[Any] | None = None  # the KV cache its language model calls carry
 
     def _loop(self) -> Any:
         self.iterator = self._start()
@@ -97,12 +98,16 @@ class _PausingTower:
 
 class _PausingLanguageModel:
     """Mixed in before a language model's class: a call over more than one token is a unit
-    of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself); a decode step is not."""
+    of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself); a decode step is not.
+    The run keeps the KV cache the calls carry (a request that goes on in the decode batch
+    takes it along: worker/vision/batched.py)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         run = StepRun.current()
-        if run is not None and _tokens(args, kwargs) > 1:
-            run.pause()
+        if run is not None:
+            run.cache = kwargs.get("cache", run.cache)
+            if _tokens(args, kwargs) > 1:
+                run.pause()
         return super().__call__(*args, **kwargs)  # type: ignore[misc]
 
 

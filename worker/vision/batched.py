@@ -1,0 +1,122 @@
+"""Vision requests decoded together: mlx-vlm's language model in the text engine's batch.
+
+A vision-language model is a language model that reads image features where its prompt has
+image tokens. Once a request's prompt is in its KV cache, what is left is plain decoding, so
+the requests to one model decode together in the text engine's continuous batch
+(worker/text/batch_engine.py over mlx-lm's `BatchGenerator`), one forward pass a step for all
+of them, instead of one pass each:
+- a prompt with images (or video) is prefilled on mlx-vlm's own path, paced (the vision tower,
+  the merged embeddings, Qwen's mRoPE positions; worker/vision/engine.py); at its first token
+  the request `join`s the batch with the KV cache that path filled (cut back to the prompt:
+  mlx-vlm feeds a token before it hands it out) and its mRoPE offset;
+- a prompt of text only goes to the batch whole, prefilled there in chunks like any text
+  prompt (with the text engine's prefix cache).
+`BatchedLanguageModel` is the language model as the batch calls a model: logits for a batch
+KV cache, with Qwen's mRoPE positions given per row (the row's position plus its request's
+offset: what mlx-vlm computes for one request from the state it keeps on the model). Greedy
+output equals direct mlx-vlm's, request for request (tests/unit/test_vision_batched.py).
+
+Served this way: the families in `BATCHED_TYPES` (each tested so), for requests without
+audio; the others, audio prompts and spoken replies keep mlx-vlm's batch-1 generator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+
+from worker.text.request import TextRequest
+
+# The model types whose language model decodes in the batch (tested equal to mlx-vlm).
+BATCHED_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3"})
+# Where mlx-vlm's Qwen-style language models keep a request's mRoPE offset.
+ROPE_DELTAS = "_rope_deltas"
+
+
+def batched(model: Any) -> bool:
+    """Whether `model` (mlx-vlm's) decodes in the batch."""
+    return getattr(model.config, "model_type", None) in BATCHED_TYPES and hasattr(
+        model, "language_model"
+    )
+
+
+class BatchedLanguageModel:
+    """mlx-vlm's language model called as mlx-lm's BatchGenerator calls a model; see the
+    module docstring. `rows()` says, around each call, whose rows it computes."""
+
+    def __init__(self, language_model: Any) -> None:
+        self.language_model = language_model
+        self.mrope = hasattr(language_model, ROPE_DELTAS)
+        self._offsets: mx.array | None = None  # the current call's rows' mRoPE offsets
+
+    @property
+    def layers(self) -> Any:
+        return self.language_model.layers
+
+    def make_cache(self) -> list[Any]:
+        from mlx_vlm.models.cache import make_prompt_cache
+
+        return make_prompt_cache(self.language_model)
+
+    @contextlib.contextmanager
+    def rows(
+        self, requests: Sequence[TextRequest | None], offsets: dict[str, int]
+    ) -> Iterator[None]:
+        """Calls inside compute rows for `requests` in order (mRoPE offsets by request id)."""
+        if self.mrope:
+            self._offsets = mx.array(
+                [0 if r is None else offsets.get(r.request_id, 0) for r in requests], mx.int32
+            )
+        try:
+            yield
+        finally:
+            self._offsets = None
+
+    def __call__(self, inputs: mx.array, cache: list[Any] | None = None) -> mx.array:
+        kwargs: dict[str, Any] = {}
+        if self.mrope:
+            assert cache is not None and self._offsets is not None, "called outside rows()"
+            rows, width = inputs.shape
+            # The three mRoPE axes agree on text tokens: each row's position in its cache.
+            start = cache[0].offset.reshape(-1, 1) + self._offsets.reshape(-1, 1)
+            positions = (start + mx.arange(width).reshape(1, -1)).astype(mx.int32)
+            kwargs["position_ids"] = mx.broadcast_to(positions[None], (3, rows, width))
+        return self.language_model(inputs, cache=cache, **kwargs).logits
+
+
+@dataclass
+class BatchModel:
+    """What the text batch engine reads of its model, for a vision model's language model."""
+
+    model: BatchedLanguageModel
+    tokenizer: Any  # mlx-lm's TokenizerWrapper (its EOS set is mlx-vlm's)
+    max_context: int | None
+    adapters: None = None
+    draft_model: None = None
+
+
+def rope_offset(state: dict[str, Any]) -> int:
+    """A request's mRoPE offset, from the language model state mlx-vlm left for it (0: none)."""
+    deltas = state.get(ROPE_DELTAS)
+    if deltas is None:
+        return 0
+    first: Any = mx.array(deltas).reshape(-1)[0].item()
+    return int(first)
+
+
+def prompt_cache(cache: list[Any] | None, prompt_tokens: int) -> list[Any] | None:
+    """The KV cache mlx-vlm prefilled, cut back to the prompt's `prompt_tokens` (it has fed
+    the first token already); None when it cannot be (a rotating window that wrapped)."""
+    if not cache:
+        return None
+    extra = int(cache[0].offset) - prompt_tokens
+    if extra < 0 or any(not c.is_trimmable() for c in cache):
+        return None
+    if extra:
+        for layer in cache:
+            layer.trim(extra)
+    return cache

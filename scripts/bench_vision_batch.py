@@ -66,13 +66,14 @@ def burst(url: str, pictures: list[str], tokens: int) -> tuple[float, list[str],
     def ask(client: httpx.Client, image: str) -> dict:
         content = [{"type": "text", "text": "Describe this picture."},
                    {"type": "image_url", "image_url": {"url": image}}]  # fmt: skip
-        body = {"model": "auto", "messages": [{"role": "user", "content": content}],
+        body = {"model": model, "messages": [{"role": "user", "content": content}],
                 "max_tokens": tokens, "temperature": 0}  # fmt: skip
         response = client.post("/v1/chat/completions", json=body)
         response.raise_for_status()
         return response.json()
 
     with httpx.Client(base_url=url, timeout=1200) as client:
+        model = client.get("/v1/models").json()["data"][0]["id"]
         with ThreadPoolExecutor(len(pictures)) as pool:
             started = time.perf_counter()
             replies = list(pool.map(lambda image: ask(client, image), pictures))

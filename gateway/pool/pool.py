@@ -25,10 +25,10 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gateway.config import ServerConfig
+from gateway.pool.memory import estimate_bytes, gib, resident_bytes
 from gateway.pool.models_file import ModelsFile, ModelSpec
 from gateway.workers.client import WorkerEngineClient
 from gateway.workers.errors import EngineUnavailable
@@ -67,7 +67,6 @@ EXPECTED_CAPABILITIES = {
     IMAGE: ("image_out",),
     VIDEO: ("video_out",),
 }
-WEIGHT_SUFFIXES = (".safetensors", ".npz", ".gguf", ".bin", ".pt", ".pth")
 RETRY_AFTER = 1.0
 IDLE_CHECK_SECONDS = 1.0
 READY_POLL_SECONDS = 0.05
@@ -126,30 +125,6 @@ def entry_config(base: ServerConfig, spec: ModelSpec, path: str) -> ServerConfig
     )
 
 
-def estimate_bytes(path: str, config: ServerConfig, kind: str) -> int:
-    """Weights on disk plus what the model's caches may hold (the prefix cache budget of a
-    model that may chat)."""
-    weights = 0
-    root = Path(path)
-    if root.is_dir():
-        for file in root.rglob("*"):
-            if file.suffix in WEIGHT_SUFFIXES and file.is_file():
-                weights += file.stat().st_size
-    caches = config.prefix_cache_bytes if kind in ("chat", "auto") else 0
-    return weights + caches
-
-
-def resident_bytes(pid: int) -> int | None:
-    """A process's resident set size (Linux /proc; None elsewhere or when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 class ModelPool:
     def __init__(
         self,
@@ -176,7 +151,7 @@ class ModelPool:
         for entry in self.entries.values():
             if self.budget is not None and entry.estimate > self.budget:
                 raise ValueError(
-                    f"model {entry.id!r} alone is estimated at {_gib(entry.estimate)} "
+                    f"model {entry.id!r} alone is estimated at {gib(entry.estimate)} "
                     f"(weights + caches), over memory_budget_gb {models.memory_budget_gb:g}"
                 )
         self._lock = asyncio.Lock()  # loads and unloads
@@ -486,10 +461,6 @@ class ModelPool:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _gib(size: int) -> str:
-    return f"{size / 2**30:.2f} GiB"
 
 
 def resolve_paths(models: ModelsFile, resolve: Callable[[str], str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Image chat through the real server equals direct mlx-vlm for Qwen2.5-VL, Qwen3-VL and Gemma 3,
-one request alone and eight sent at once (images and text mixed, decoded together in the
-worker's batch: worker/vision/batched.py); so does video chat: as video for the two whose
+one request alone and nine sent at once (images, text and a video mixed, decoded together in
+the worker's batch: worker/vision/batched.py); so does video chat: as video for the two whose
 processor takes it, as the frames' stills for Gemma 3 (what mlx-vlm sends it).
 
 One server per family (the tiny random-weight checkpoint, prefix cache on as by default),
@@ -83,7 +83,9 @@ def test_streamed_two_image_chat_equals_direct_mlx_vlm(family):
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected.text
 
 
-def test_eight_concurrent_image_and_text_chats_each_equal_direct_mlx_vlm(family):
+def test_concurrent_image_text_and_video_chats_each_equal_direct_mlx_vlm(family):
+    """Eight image and text chats and a video one, sent at once: they decode together (the
+    video's and the images' own mRoPE offsets per row), each equal to mlx-vlm alone."""
     server, path = family
     asks = [
         ([png(10 + i, (96, 72))] if i % 3 else [], QUESTION + " Say more." * i, 6 + i)
@@ -93,6 +95,14 @@ def test_eight_concurrent_image_and_text_chats_each_equal_direct_mlx_vlm(family)
         direct.greedy_vlm_chat(path, [mlx_vlm_message(text, len(images))], images, n)
         for images, text, n in asks
     ]
+    clip = mp4(5, frames=10)
+    video_first = "gemma3" not in path  # where mlx-vlm's own prompt puts the clip
+    video_message = openai_video_message(
+        "What happens here?", clip, video_first, fps=3.0, max_frames=6
+    )
+    expected_video = direct_vlm_video_chat(
+        path, clip, "What happens here?", MAX_TOKENS, fps=3.0, max_frames=6
+    )
     client = openai_client(server)
 
     def ask(ask: tuple[list[bytes], str, int]):
@@ -106,11 +116,20 @@ def test_eight_concurrent_image_and_text_chats_each_equal_direct_mlx_vlm(family)
             model=model_name(path), messages=[message], max_tokens=n, temperature=0
         )
 
-    with ThreadPoolExecutor(8) as pool:
+    def ask_video():
+        return client.chat.completions.create(
+            model=model_name(path), messages=[video_message], max_tokens=MAX_TOKENS,
+            temperature=0,
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(9) as pool:
+        video = pool.submit(ask_video)
         replies = list(pool.map(ask, asks))
+        video_reply = video.result()
 
     for reply, want, (_, _, n) in zip(replies, expected, asks, strict=True):
         direct.assert_chat_equals(reply, want, n)
+    assert video_reply.choices[0].message.content == expected_video["text"]
 
 
 @pytest.mark.parametrize("seed", [6, 8])  # the second clip must not get the first one's state

@@ -131,6 +131,8 @@ def main() -> None:
     report(rows, model, args)
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model, "rounds": rows}, indent=2))
+    if not all(row["equal"] for row in rows):
+        raise SystemExit("the two servers' replies differ: the comparison is void")
 
 
 def report(rows: list[dict], model: str, args: argparse.Namespace) -> None:

@@ -90,13 +90,41 @@ def test_a_text_only_follow_up_reuses_the_prefix_cache(vm):
     assert second["tokens"] == reference["tokens"]
 
 
-def test_an_aborted_turn_keeps_no_state(vm):
+def test_a_turn_aborted_in_its_prefill_keeps_no_state(vm):
     engine = cached_engine(vm)
     assert engine.admit(submit("a", [png(5)], [mlx_vlm_message(QUESTION)])).finish_reason is None
     engine.step()
     (ended,) = engine.abort(["a"])
     assert ended.finish_reason == FinishReason.ABORT
     assert len(engine.turns) == 0
+
+
+@pytest.mark.parametrize("end", ["stop", "abort"])
+def test_a_turn_ended_early_in_the_decode_batch_keeps_its_state_for_the_next(vm, end):
+    """Once a request decodes in the batch its KV is cut to what it returned, so a stop string
+    or an abort there keeps the conversation's state too; the next turn reuses it and still
+    equals a fresh engine's answer."""
+    engine, plain = cached_engine(vm), plain_engine(vm)
+    full = run_all(plain, submit("f", [png(3)], [mlx_vlm_message(QUESTION)]))["f"]["text"]
+    first = submit("t1", [png(3)], [mlx_vlm_message(QUESTION)])
+    if end == "stop":
+        # A stop string that first occurs halfway through the answer.
+        at = next(
+            k for k in range(len(full) // 2, len(full) - 3) if full.find(full[k : k + 3]) == k
+        )
+        first.inputs.sampling.stop = [full[at : at + 3]]
+        said = run_all(engine, first)["t1"]["text"]
+    else:
+        engine.admit(first)
+        said = ""
+        while "t1" not in engine.batched_ids() or len(said) < 3:
+            said += "".join(d.text for d in engine.step() if d.request_id == "t1")
+        engine.abort(["t1"])
+    assert len(engine.turns) == 1 and 0 < len(said) < len(full)
+    second = run_all(engine, submit("t2", [png(3)], follow_up(said)))["t2"]
+    reference = run_all(plain, submit("r2", [png(3)], follow_up(said)))["r2"]
+    assert second["end"].usage.cached_tokens > 0 and engine.turns.hits == 1
+    assert second["tokens"] == reference["tokens"]
 
 
 def test_states_stay_within_the_byte_budget(vm):

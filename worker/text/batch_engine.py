@@ -12,13 +12,15 @@ in the batch), logits processors, max_tokens and stop conditions: BatchGenerator
 request's sampler and processors on that request's row only, and shares one call only between
 requests that use the very same sampler object (greedy). EOS tokens are the generator's stop
 sequences; stop strings, the parser and logprobs are each request's own
-(worker/text/request.py).
+(worker/text/request.py). A request whose prefill ran elsewhere (a vision request's, on
+mlx-vlm's own path: worker/vision/batched.py) can `join` with the KV cache it filled.
 
 With speculation (worker/text/speculation/) a step may return several tokens of one request:
 each goes through the request's own end rules in order, the tokens after its end are dropped,
 and one step's deltas of a request are merged into one where that keeps their order
 (`merge_step_deltas`), so a step stays one delta per request (vLLM's inter-token latency is per
-engine step). A finished request's cache goes to the prefix cache cut to the tokens it returned.
+engine step). A finished request's cache goes to the prefix cache cut to the tokens it returned
+(or to the engine's `KvKeeper`, a vision model's conversation states).
 
 Request-scoped failures stay request-scoped: a logits processor that raises marks only its
 request (the step goes on with its logits unchanged, then the request ends with an error);
@@ -32,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mlx.core as mx
 from mlx_lm.generate import StopSequences
@@ -59,6 +61,15 @@ from worker.text.speculation.speculator import NgramProposer, Proposer, Speculat
 log = logging.getLogger(__name__)
 
 
+class KvKeeper(Protocol):
+    """Where an ended request's KV goes instead of the prefix cache (a vision model's: its
+    conversation state, worker/vision/engine.py)."""
+
+    def wants(self, request: TextRequest) -> bool: ...  # whether to take it out of the batch
+
+    def keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None: ...
+
+
 @dataclass(slots=True)
 class _Entry:
     uid: int
@@ -81,14 +92,14 @@ class BatchTextEngine:
         fuse: bool = True,
         speculation: Speculation | None = None,
         rows: Callable[[list[TextRequest | None]], AbstractContextManager[None]] | None = None,
-        keep: Callable[[TextRequest, list[int], list[Any]], None] | None = None,
+        keeper: KvKeeper | None = None,
     ) -> None:
         self._text_model = text_model
         # What every model call is built under, given its rows' requests (a vision model's
         # positions), and where an ended request's KV goes instead of the prefix cache (a
         # vision conversation's): see `join`.
         self._rows = rows
-        self._keep = keep
+        self._keeper = keeper
         self._settings = settings
         self._max_num_seqs = max_num_seqs
         self._prefix = prefix or PrefixReuse(None)
@@ -114,6 +125,11 @@ class BatchTextEngine:
     def bind_stats(self, stats: Any) -> None:
         self._prefix.stats = stats  # counts the prefix-cache lookups
         self._stats = stats
+
+    @property
+    def routable(self) -> bool:
+        """Whether every model call can be built under its rows' context (`rows`)."""
+        return self._generator.routable
 
     def capabilities(self) -> list[Capability]:
         return [Capability.CHAT, Capability.COMPLETE]
@@ -215,23 +231,26 @@ class BatchTextEngine:
         self._collect_adapters()
         return deltas
 
-    def insert(self, request: TextRequest) -> None:
+    def insert(self, request: TextRequest, hidden: int = 0) -> None:
         """Starts a built request: its prompt (what the prefix cache lacks of it) prefilled
-        in the batch, then decoded with the others."""
+        in the batch, then decoded with the others; its logits processors see the tokens
+        past the first `hidden` of the prompt (all of them by default, as mlx-lm shows them;
+        a vision model's from the prompt's last on, as mlx-vlm does)."""
         # The prefix cache holds the base model's KV: an adapter's request neither reuses nor
         # fills it.
         reuse = request.adapter == BASE
         cache, cached = self._prefix.fetch(request.prompt) if reuse else (None, 0)
         request.cached_tokens = cached
-        self._add(request, request.prompt[cached:], cache, request.prompt[:cached])
+        self._add(request, request.prompt[cached:], cache, request.prompt[:cached], None, hidden)
 
-    def join(self, request: TextRequest, cache: list[Any]) -> None:
+    def join(self, request: TextRequest, cache: list[Any], hidden: int = 0) -> None:
         """Goes on with a request whose prefill ran elsewhere (a vision request's, on
         mlx-vlm's own path) and which returned a token: `cache` holds its prompt and the
-        tokens it returned but the last, which is fed first."""
+        tokens it returned but the last, which is fed first. Its logits processors go on
+        seeing what they saw there: the tokens past the first `hidden` of the prompt."""
         *before, last = request.generated
         left = request.max_tokens - request.completion_tokens
-        self._add(request, [last], cache, request.prompt + before, left)
+        self._add(request, [last], cache, request.prompt + before, left, hidden)
 
     def _add(
         self,
@@ -240,10 +259,11 @@ class BatchTextEngine:
         cache: list[Any] | None,
         context: list[int],
         max_tokens: int | None = None,
+        hidden: int = 0,
     ) -> None:
         """`tokens` into the generator after the `context` its `cache` holds."""
         entry = _Entry(uid=-1, request=request)
-        processors = [_guarded(entry, p) for p in request.logits_processors]
+        processors = [_guarded(entry, _past(p, hidden)) for p in request.logits_processors]
         [entry.uid] = self._generator.insert(
             [tokens],
             max_tokens=[request.max_tokens if max_tokens is None else max_tokens],
@@ -291,7 +311,10 @@ class BatchTextEngine:
         self._forget(entry)
         if not in_generator:
             return
-        keeps = self._prefix.enabled or self._keep is not None
+        if self._keeper is not None:
+            keeps = self._keeper.wants(entry.request)
+        else:
+            keeps = self._prefix.enabled
         keep = store and keeps and bool(entry.request.generated)
         keep = keep and entry.request.adapter == BASE
         caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
@@ -309,8 +332,8 @@ class BatchTextEngine:
         if extra > 0:
             cache = trimmed(cache, extra)
             tokens = tokens[:-extra]
-        if self._keep is not None:
-            self._keep(request, tokens, cache)
+        if self._keeper is not None:
+            self._keeper.keep(request, tokens, cache)
         else:
             self._prefix.store(tokens, cache)
 
@@ -372,6 +395,17 @@ class BatchTextEngine:
         else:
             return None
         return Speculator(proposer, spec.num_draft_tokens)
+
+
+def _past(processor: Callable, hidden: int) -> Callable:
+    """`processor` shown the tokens past the first `hidden` (see `join`)."""
+    if not hidden:
+        return processor
+
+    def run(tokens: mx.array, logits: mx.array) -> mx.array:
+        return processor(tokens[hidden:], logits)
+
+    return run
 
 
 def _guarded(entry: _Entry, processor: Callable) -> Callable:

@@ -183,6 +183,11 @@ class _KeyedCategoricalSampler:
             keys.append(key)
         return tokens, keys
 
+    @property
+    def key(self) -> mx.array:
+        """The key the next draw splits (for `advance_to`)."""
+        return self._key
+
     def advance_to(self, key: mx.array) -> None:
         self._key = key
 

@@ -120,3 +120,44 @@ def prompt_cache(cache: list[Any] | None, prompt_tokens: int) -> list[Any] | Non
         for layer in cache:
             layer.trim(extra)
     return cache
+
+
+class Lookahead:
+    """A request's sampler and logits processors as its mlx-vlm generator is given them,
+    watched for the join. mlx-vlm draws each token one step ahead of handing it out (at the
+    first token, the second is drawn already) and shows the processors the tokens from the
+    prompt's last one on; so at the join the sampler's key goes back to before its last draw
+    (the batch draws that token again, the same one: a seeded request samples what it would
+    have alone) and the batch shows the processors the same tokens (`hidden`)."""
+
+    def __init__(self, sampler: Any, processors: list[Any]) -> None:
+        self._sampler = sampler
+        self._processors = processors
+        self._key_before: Any = None  # the sampler's key before its last draw
+        self._seen: int | None = None  # the tokens the processors saw at their first call
+
+    def sample(self, logprobs: mx.array) -> mx.array:
+        self._key_before = getattr(self._sampler, "key", None)
+        return self._sampler(logprobs)
+
+    def processors(self) -> list[Any] | None:
+        if not self._processors:
+            return None
+        first, *rest = self._processors
+
+        def watched(tokens: mx.array, logits: mx.array) -> mx.array:
+            if self._seen is None:
+                self._seen = tokens.size
+            return first(tokens, logits)
+
+        return [watched, *rest]
+
+    def rewind(self) -> None:
+        """Puts the sampler's key back to before mlx-vlm's draw ahead (a keyless sampler,
+        greedy, has nothing to put back)."""
+        if self._key_before is not None:
+            self._sampler.advance_to(self._key_before)
+
+    def hidden(self, prompt_tokens: int) -> int:
+        """How many of the prompt's tokens mlx-vlm did not show the processors."""
+        return 0 if self._seen is None else max(0, prompt_tokens - self._seen)

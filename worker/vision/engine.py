@@ -1,34 +1,43 @@
-"""Chat with images (and audio) on mlx-vlm: one `stream_generate` per request, interleaved.
+"""Chat with images (and audio) on mlx-vlm: a paced prefill per request, then one decode batch.
 
-Each request runs on its own `mlx_vlm.stream_generate` generator (batch-1), fed the inputs
-worker/vision/prompt.py prepared exactly as mlx-vlm would; `step()` advances every active
-generator by one unit, round robin, so aborts and deadlines apply between units. A unit is one
-token, or during the prefill one call of the vision tower or one prefill chunk
+A prompt with images, video or audio runs on its own `mlx_vlm.stream_generate` generator, fed
+the inputs worker/vision/prompt.py prepared exactly as mlx-vlm would; `step()` advances every
+such generator by one unit, round robin, so aborts and deadlines apply between units. A unit
+is one token, or during the prefill one call of the vision tower or one prefill chunk
 (`prefill_step_size` tokens): the generator runs in a greenlet paused before each
-(worker/vision/paced.py), so another request's tokens are held for one chunk at most, not for
-a whole prefill. The request's own sampler and logits processors go to mlx-vlm, and every token it
-yields goes once through the same `TextRequest` the text engines use (EOS, max_tokens, stop
-strings, detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
-`mlx_vlm.generate` on the same messages and files.
+(worker/vision/paced.py), so another request's tokens are held for one unit at most, not for
+a whole prefill. Where the model's family decodes in a batch (worker/vision/batched.py:
+Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3, without audio input), a request leaves its
+generator at its first token and `join`s the decode batch (the text engine's, over mlx-lm's
+BatchGenerator) with the KV cache the generator filled, its sampler's key and its processors'
+view of the tokens carried over, so it decodes what its generator would have; text-only
+prompts go to that batch from the start (its processors shown what mlx-vlm shows them). The
+other families, audio prompts and spoken replies (worker/vision/talker.py) stay on their
+generator to the end. The request's own sampler and logits processors are used throughout,
+and every token goes once through the same `TextRequest` the text engines use (EOS,
+max_tokens, stop strings, detokenizing, reasoning/tool parsing, logprobs, usage), so greedy
+output equals `mlx_vlm.generate` on the same messages and files.
 
 What is reused across requests:
 - image features: one shared `VisionFeatureCache` keyed by a hash of the preprocessed pixels
   (and grid), so a request whose images equal an earlier one's skips the vision tower
   (worker/vision/features.py: which models this covers);
 - prompt KV, when the worker's prefix cache is on (`--prefix-cache-bytes` > 0; half of it for
-  each of the two): text-only prompts through mlx-vlm's automatic prefix cache (APC,
+  each of the two): text-only prompts through the batch's prefix cache (the text engines'
+  token trie) on the batched families, else mlx-vlm's automatic prefix cache (APC,
   `APCManager`), whose block keys include a hash of the request's media; and conversations
   with images through worker/vision/turns.py (mlx-vlm's APC never reuses a prefix holding
   image tokens): one KV cache per conversation, keyed by the images' content hash, so a
   follow-up turn about the same pictures prefills only its new text, and prompts with other
   images never share KV. Requests with audio use neither (see `admit`: mlx-vlm mishandles
-  audio prompts there). mlx-vlm stores a request's KV when its generator runs to its end (EOS
-  or max_tokens); a request that ends otherwise (stop string, abort, error) stores nothing.
-  `Usage.cached_tokens` is mlx-vlm's count of prompt tokens it did not prefill again.
+  audio prompts there). A request in the batch stores its KV cut to the tokens it returned,
+  however it ended but by an error; one on its generator only when the generator runs to its
+  end (EOS or max_tokens). `Usage.cached_tokens` counts the prompt tokens not prefilled again.
 
 Qwen-style models keep the current request's mRoPE offsets on the language model object;
 each generator's copy is put back before its `next()` and saved after, so interleaved
-requests never see each other's positions. Everything here runs on the MLX thread.
+requests never see each other's positions (in the batch, each row's offset is given to every
+call). Everything here runs on the MLX thread.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from worker.text.settings import GenerationSettings
 from worker.vision.batched import (
     BatchedLanguageModel,
     BatchModel,
+    Lookahead,
     batched,
     prompt_cache,
     rope_offset,
@@ -125,11 +135,23 @@ class _ModelState:
 class VisionGeneration:
     """One request: its TextRequest and its mlx-vlm generator (created at the first token)."""
 
-    def __init__(self, request: TextRequest, inputs: VisionInputs, kwargs: dict[str, Any]):
+    def __init__(
+        self,
+        request: TextRequest,
+        inputs: VisionInputs,
+        kwargs: dict[str, Any],
+        joins: bool = False,
+    ) -> None:
         self.request = request
         self.uses_apc = kwargs.get("apc_manager") is not None
         self._inputs = inputs
         self._kwargs = kwargs
+        # Whether it goes on in the decode batch after its first token (worker/vision/batched.py).
+        self.joins = joins
+        self.lookahead = Lookahead(request.sampler, request.logits_processors)
+        if joins:
+            kwargs["sampler"] = self.lookahead.sample
+            kwargs["logits_processors"] = self.lookahead.processors()
         self._results: StepRun | None = None
         self._state: dict[str, Any] = {}
         self.lease: Lease | None = None  # its conversation state, when it has images
@@ -214,13 +236,18 @@ class VisionGeneration:
 
     def handoff(self) -> tuple[list[Any], int] | None:
         """After its first token: the KV cache of its prompt and its mRoPE offset, for the
-        decode batch (worker/vision/batched.py), its generator closed; None (and nothing
-        changed) when the cache cannot be cut back to the prompt."""
+        decode batch (worker/vision/batched.py), its generator closed and its sampler's key
+        rewound; None (and nothing changed) when the cache cannot be cut back to the prompt.
+        Tried once: after it, the request stays on its generator."""
         assert self._results is not None
+        self.joins = False
         cache = prompt_cache(self._results.cache, self.prompt_tokens)
         if cache is None:
             return None
         self.close()
+        self.lookahead.rewind()
+        if self.lease is not None:
+            self.lease.state.cache = None  # the batch has a copy; `keep` stores the new one
         return cache, rope_offset(self._state)
 
     def close(self) -> None:
@@ -244,27 +271,18 @@ class VisionEngine:
         talker_max_frames: int = 4096,
         max_num_seqs: int = 8,
         text_prefix: PrefixReuse | None = None,
+        decode_batch: bool = True,
     ) -> None:
         self._vm = vision_model
         pace(vision_model.model)
-        # The decode batch (worker/vision/batched.py), where the model's family has one.
+        # The decode batch (worker/vision/batched.py), where the model's family has one
+        # (`decode_batch` False: none, every request on its own generator).
         self._batch: BatchTextEngine | None = None
         self._text_prefix = text_prefix or PrefixReuse(None)
         self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
         self._leases: dict[str, Lease] = {}  # their conversation states, by request id
-        if batched(vision_model.model) and not vision_model.takes_audio:
-            language_model = BatchedLanguageModel(vision_model.model.language_model)
-            self._batch = BatchTextEngine(
-                BatchModel(language_model, vision_model.tokenizer, vision_model.max_context),
-                GenerationSettings(prefill_step_size=prefill_step_size)
-                if prefill_step_size
-                else GenerationSettings(),
-                max_num_seqs,
-                text_prefix,
-                fuse=False,
-                rows=lambda requests: language_model.rows(requests, self._offsets),
-                keep=self._keep,
-            )
+        if decode_batch and batched(vision_model.model) and not vision_model.takes_audio:
+            self._batch = self._decode_batch(prefill_step_size, max_num_seqs)
         self._talker_max_frames = talker_max_frames
         self._prefill_step_size = prefill_step_size
         self.apc_manager = apc_manager
@@ -273,6 +291,26 @@ class VisionEngine:
         self._state = _ModelState(vision_model.model)
         self._active: dict[str, VisionGeneration] = {}
         self.stats: Any = None  # the worker's WorkerStats, once bound
+
+    def _decode_batch(
+        self, prefill_step_size: int | None, max_num_seqs: int
+    ) -> BatchTextEngine | None:
+        vm = self._vm
+        language_model = BatchedLanguageModel(vm.model.language_model)
+        settings = GenerationSettings(prefill_step_size=prefill_step_size or 2048)
+        batch = BatchTextEngine(
+            BatchModel(language_model, vm.tokenizer, vm.max_context),
+            settings,
+            max_num_seqs,
+            self._text_prefix,
+            fuse=False,
+            rows=lambda requests: language_model.rows(requests, self._offsets),
+            keeper=self,
+        )
+        if not batch.routable:  # its rows' positions could not be given to every call
+            log.error("this mlx-lm's BatchGenerator cannot route rows: vision requests batch-1")
+            return None
+        return batch
 
     def bind_stats(self, stats: Any) -> None:
         self.stats = stats
@@ -323,7 +361,9 @@ class VisionEngine:
         # and a video's stills would share the conversation key of a request without them.
         video = bool(asked.videos) if isinstance(asked, ChatInputs) else False
         if self._batch is not None and not (inputs.images or inputs.audios or video):
-            self._batch.insert(request)  # text only: prefilled and decoded in the batch
+            # Text only: prefilled and decoded in the batch, its processors shown the tokens
+            # from the prompt's last on, as mlx-vlm shows them.
+            self._batch.insert(request, hidden=request.prompt_tokens - 1)
             return request.accepted()
         kwargs: dict[str, Any] = {
             "max_tokens": request.max_tokens,
@@ -340,7 +380,7 @@ class VisionEngine:
         }
         if self._prefill_step_size is not None:
             kwargs["prefill_step_size"] = self._prefill_step_size
-        generation = VisionGeneration(request, inputs, kwargs)
+        generation = VisionGeneration(request, inputs, kwargs, joins=self._batch is not None)
         # Conversations with images continue from their own KV cache (worker/vision/turns.py);
         # audio ones cannot, for the reason above.
         if inputs.images and not inputs.audios and not video and self.turns.enabled:
@@ -368,7 +408,7 @@ class VisionEngine:
             for delta in deltas:
                 if delta.finish_reason is not None:
                     self._offsets.pop(delta.request_id, None)
-                    self._leases.pop(delta.request_id, None)  # (`_keep` took the kept ones)
+                    self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
         return deltas + self._step_generators()
 
     def _step_generators(self) -> list[Delta]:
@@ -389,29 +429,49 @@ class VisionEngine:
                 self._count_lookup(generation)
             # A spoken request (worker/vision/talker.py) gives its text and audio as a list.
             for delta in advanced if isinstance(advanced, list) else [advanced]:
-                if delta.finish_reason is not None:
+                if delta.finish_reason is None and getattr(generation, "joins", False):
+                    delta = self._join(request_id, generation, delta)
+                elif delta.finish_reason is not None:
                     self._end(request_id)
-                elif self._batch is not None and isinstance(generation, VisionGeneration):
-                    self._join(request_id, generation)
                 deltas.append(delta)
         return deltas
 
-    def _join(self, request_id: str, generation: VisionGeneration) -> None:
-        """A request past its prefill goes on in the decode batch (if its cache can)."""
+    def _join(self, request_id: str, generation: VisionGeneration, delta: Delta) -> Delta:
+        """A request past its first token goes on in the decode batch (if its cache can);
+        `delta`, its first token's, or its end if joining failed."""
         assert self._batch is not None
-        handed = generation.handoff()
-        if handed is None:
-            return
-        cache, offset = handed
-        del self._active[request_id]
-        self._offsets[request_id] = offset
-        if generation.lease is not None:
-            self._leases[request_id] = generation.lease
-        self._batch.join(generation.request, cache)
+        try:
+            handed = generation.handoff()
+            if handed is None:
+                return delta  # it stays on its generator
+            cache, offset = handed
+            del self._active[request_id]
+            self._offsets[request_id] = offset
+            if generation.lease is not None:
+                self._leases[request_id] = generation.lease
+            hidden = generation.lookahead.hidden(generation.request.prompt_tokens)
+            self._batch.join(generation.request, cache, hidden)
+        except Exception as exc:
+            log.exception(
+                "request %s could not join the batch", request_id, extra=named(request_id)
+            )
+            self._active.pop(request_id, None)
+            self._offsets.pop(request_id, None)
+            self._leases.pop(request_id, None)
+            generation.close()
+            return generation.request.end(FinishReason.ERROR, internal(exc))
+        return delta
 
-    def _keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None:
-        """The batch's end of a request: its KV goes to its conversation state (one with
-        images) or the text prefix cache (one of text only)."""
+    # -- KvKeeper: where the batch's ended requests' KV goes ---------------------------------
+
+    def wants(self, request: TextRequest) -> bool:
+        """Its conversation state (a request with images), or the text prefix cache (one of
+        text only)."""
+        if request.request_id in self._offsets:
+            return request.request_id in self._leases
+        return self._text_prefix.enabled
+
+    def keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None:
         lease = self._leases.pop(request.request_id, None)
         if lease is not None:
             lease.state.update(tokens, cache)

@@ -12,8 +12,10 @@ generator runs to its end it stores the new ids and cache in the state.
 bytes, in order), so prompts with other images never share KV. A request takes the state of
 its key whose ids share the longest prefix with its prompt, out of the pool (requests never
 share a state: mlx-vlm trims and extends its cache in place), and gives it back at its end. Only
-a state mlx-vlm updated (the generator ran to EOS or max_tokens) goes back; after a stop
-string, an abort or an error its cache no longer matches its ids, and it is dropped. Bounded by
+an updated state goes back: by mlx-vlm when its generator ran to EOS or max_tokens (after a stop
+string, an abort or an error there its cache no longer matches its ids, and it is dropped), or
+by the engine when the request decoded in the batch (worker/vision/batched.py: its KV cut to
+the tokens it returned, however it ended but by an error). Bounded by
 a byte budget, least recently used first out. Runs on the MLX thread only.
 """
 

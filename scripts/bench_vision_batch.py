@@ -20,8 +20,6 @@ output); the ratio batched / baseline is taken within each round, its median rep
 from __future__ import annotations
 
 import argparse
-import base64
-import io
 import json
 import statistics
 import subprocess
@@ -31,10 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import numpy as np
-from PIL import Image
 
 from scripts.bench_sides import ServerSide, free_port, ours, side_env
+from scripts.bench_vision import picture
 from worker.tiny_models import ensure_checkpoint
 
 NO_CACHES = ["--vision-cache-entries", "0", "--prefix-cache-bytes", "0"]
@@ -51,13 +48,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=224, help="square image side, pixels")
     p.add_argument("--json", help="write every measurement here")
     return p.parse_args()
-
-
-def picture(seed: int, side: int) -> str:
-    pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def burst(url: str, pictures: list[str], tokens: int) -> tuple[float, list[str], int]:

@@ -21,8 +21,6 @@ vision encoding of one picture is one unit whatever the chunk size.
 from __future__ import annotations
 
 import argparse
-import base64
-import io
 import json
 import statistics
 import tempfile
@@ -31,18 +29,10 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
-from PIL import Image
 
+from scripts.bench_vision import picture
 from tests.support.server import ServerProcess
 from worker.tiny_models import ensure_checkpoint
-
-
-def picture_url(seed: int, side: int) -> str:
-    pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 class ImageLoad(threading.Thread):
@@ -53,7 +43,7 @@ class ImageLoad(threading.Thread):
         self.url, self.model = url, model
         # Made once: encoding a noise PNG per request would take this process's CPU (and the
         # GIL) from the stream being timed. The caches are off, so a repeat is work as new.
-        self.picture = picture_url(seed, side)
+        self.picture = picture(seed, side)
         self.stop = threading.Event()
         self.started = threading.Event()
         self.latencies: list[float] = []

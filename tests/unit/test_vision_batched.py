@@ -66,7 +66,8 @@ def test_eight_mixed_requests_decode_together_each_equal_to_direct_mlx_vlm(famil
         for delta in engine.step():
             out[delta.request_id] += delta.token_ids
         together = max(together, len(engine.batched_ids()))
-    assert together >= 6  # the pictures' prefills end at different steps
+    # (While requests decode, one picture prefills a unit a step: the others join later.)
+    assert together >= 4
     for rid, images, text, n in crowd():
         assert out[rid] == direct_vlm_tokens(path, images, text, n), rid
 

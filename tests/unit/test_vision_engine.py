@@ -181,6 +181,37 @@ def test_a_prefill_runs_a_unit_a_step_and_a_text_request_beside_it_decodes_meanw
     assert run_all(engine, submit("b", [png(11)]))["b"]["tokens"] == direct
 
 
+def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
+    engine = VisionEngine(vm, prefill_step_size=8)
+    text = chat_submit("t", [{"role": "user", "content": "Hello"}], max_tokens=60)
+    assert engine.admit(text).finish_reason is None
+    while not any(d.token_ids for d in engine.step()):  # the text request decodes now
+        pass
+    pictures = {"a": png(13), "b": png(14, (112, 56))}
+    for rid, picture in pictures.items():
+        assert engine.admit(submit(rid, [picture])).finish_reason is None
+
+    def units() -> int:  # units of prefill the pictures' generators began
+        runs = [g._results for r, g in engine._active.items() if r in pictures]
+        return sum(run.pauses for run in runs if run is not None)
+
+    got: dict[str, list[int]] = {rid: [] for rid in pictures}
+    while any(rid in engine._active for rid in pictures):
+        before = units()
+        deltas = engine.step()
+        assert units() - before <= 1 and any(d.request_id == "t" for d in deltas)
+        for d in deltas:
+            if d.request_id in got:
+                got[d.request_id] += d.token_ids
+    while any(rid in engine.active_ids() for rid in pictures):
+        for d in engine.step():
+            if d.request_id in got:
+                got[d.request_id] += d.token_ids
+    for rid, picture in pictures.items():
+        direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=8)
+        assert got[rid] == direct
+
+
 def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path):
     engine = VisionEngine(vm, prefill_step_size=8)
     assert engine.admit(submit("a", [png(12)])).finish_reason is None

@@ -6,7 +6,8 @@ such generator by one unit, round robin, so aborts and deadlines apply between u
 is one token, or during the prefill one call of the vision tower or one prefill chunk
 (`prefill_step_size` tokens): the generator runs in a greenlet paused before each
 (worker/vision/paced.py), so another request's tokens are held for one unit at most, not for
-a whole prefill. Where the model's family decodes in a batch (worker/vision/batched.py:
+a whole prefill; while requests decode in the batch (below), one prefilling request a step
+runs its unit, in turn, so a decode step waits for one unit, not one of each. Where the model's family decodes in a batch (worker/vision/batched.py:
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3, without audio input), a request leaves its
 generator at its first token and `join`s the decode batch (the text engine's, over mlx-lm's
 BatchGenerator) with the KV cache the generator filled, its sampler's key and its processors'
@@ -281,6 +282,7 @@ class VisionEngine:
         self._text_prefix = text_prefix or PrefixReuse(None)
         self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
         self._leases: dict[str, Lease] = {}  # their conversation states, by request id
+        self._prefill_turn = 0  # which prefilling generator advances while the batch decodes
         if decode_batch and batched(vision_model.model) and not vision_model.takes_audio:
             self._batch = self._decode_batch(prefill_step_size, max_num_seqs)
         self._talker_max_frames = talker_max_frames
@@ -411,9 +413,23 @@ class VisionEngine:
                     self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
         return deltas + self._step_generators()
 
+    def _stepped(self) -> list[tuple[str, Any]]:
+        """The generators to advance this step: all of them, but while requests decode in
+        the batch only one of those still prefilling for the batch (in turn), so a decode
+        step waits for one unit of prefill, not one of each request's."""
+        active = list(self._active.items())
+        if self._batch is None or not self._batch.active_ids():
+            return active
+        prefilling = [(rid, g) for rid, g in active if getattr(g, "joins", False)]
+        if not prefilling:
+            return active
+        self._prefill_turn = (self._prefill_turn + 1) % len(prefilling)
+        chosen = prefilling[self._prefill_turn]
+        return [(rid, g) for rid, g in active if not getattr(g, "joins", False) or g is chosen[1]]
+
     def _step_generators(self) -> list[Delta]:
         deltas = []
-        for request_id, generation in list(self._active.items()):
+        for request_id, generation in self._stepped():
             try:
                 advanced = generation.advance(self._vm, self._state)
             except Exception as exc:

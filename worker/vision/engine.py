@@ -6,18 +6,19 @@ such generator by one unit, round robin, so aborts and deadlines apply between u
 is one token, or during the prefill one call of the vision tower or one prefill chunk
 (`prefill_step_size` tokens): the generator runs in a greenlet paused before each
 (worker/vision/paced.py), so another request's tokens are held for one unit at most, not for
-a whole prefill; while requests decode in the batch (below), one prefilling request a step
-runs its unit, in turn, so a decode step waits for one unit, not one of each. Where the model's family decodes in a batch (worker/vision/batched.py:
+a whole prefill. Where the model's family decodes in a batch (worker/vision/batched.py:
 Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3, without audio input), a request leaves its
 generator at its first token and `join`s the decode batch (the text engine's, over mlx-lm's
 BatchGenerator) with the KV cache the generator filled, its sampler's key and its processors'
 view of the tokens carried over, so it decodes what its generator would have; text-only
 prompts go to that batch from the start (its processors shown what mlx-vlm shows them). The
 other families, audio prompts and spoken replies (worker/vision/talker.py) stay on their
-generator to the end. The request's own sampler and logits processors are used throughout,
-and every token goes once through the same `TextRequest` the text engines use (EOS,
-max_tokens, stop strings, detokenizing, reasoning/tool parsing, logprobs, usage), so greedy
-output equals `mlx_vlm.generate` on the same messages and files.
+generator to the end. While requests decode in the batch, one of the requests prefilling for
+it runs its unit a step, in turn, so a decode step waits for one unit, not one of each. The
+request's own sampler and logits processors are used throughout, and every token goes once
+through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
+detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
+`mlx_vlm.generate` on the same messages and files.
 
 What is reused across requests:
 - image features: one shared `VisionFeatureCache` keyed by a hash of the preprocessed pixels
@@ -402,8 +403,8 @@ class VisionEngine:
         return generation
 
     def step(self) -> list[Delta]:
-        """One decode step of the batch, then one unit of each generator (a request that
-        joins the batch in it decodes there from the next step)."""
+        """One decode step of the batch, then a unit of the generators `_stepped` picks (a
+        request that joins the batch in it decodes there from the next step)."""
         deltas = []
         if self._batch is not None and self._batch.active_ids():
             deltas = self._batch.step()

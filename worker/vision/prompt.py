@@ -3,10 +3,11 @@
 The prompt text is `mlx_vlm.prompt_utils.apply_chat_template(processor, config, messages,
 num_images=..., num_audios=...)`; images are read the way `mlx_vlm.utils.load_image` reads a
 file (EXIF rotation applied, RGB) and audio the way `mlx_vlm.utils.load_audio` reads one
-(mono float32 at the processor's sampling rate); then `mlx_vlm.utils.prepare_inputs` tokenizes the prompt and preprocesses the
-media with the same arguments `mlx_vlm.stream_generate` gives it. The engine hands the result
-to `stream_generate` as caller-prepared inputs (its `input_ids=` path), so the work is not
-done twice and the prompt's token ids are known before generation (usage, context limit).
+(mono float32 at the processor's sampling rate); then `mlx_vlm.utils.prepare_inputs` tokenizes
+the prompt and preprocesses the media with the same arguments `mlx_vlm.stream_generate` gives
+it. The engine hands the result to `stream_generate` as caller-prepared inputs (its
+`input_ids=` path), so the work is not done twice and the prompt's token ids are known before
+generation (usage, context limit).
 
 Message content is a string or a list of parts {"type": "text" | "image" | "audio" | "video"}
 (the gateway/worker contract); "images" / "audios" / "videos" hold the encoded files in order

@@ -30,6 +30,7 @@ from typing import Any
 import mlx.core as mx
 
 from worker.text.request import TextRequest
+from worker.vision.model import VisionModel
 
 # The model types whose language model decodes in the batch (tested equal to mlx-vlm).
 BATCHED_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3"})
@@ -37,11 +38,12 @@ BATCHED_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3"})
 ROPE_DELTAS = "_rope_deltas"
 
 
-def batched(model: Any) -> bool:
-    """Whether `model` (mlx-vlm's) decodes in the batch."""
-    return getattr(model.config, "model_type", None) in BATCHED_TYPES and hasattr(
-        model, "language_model"
-    )
+def batched(vm: VisionModel) -> bool:
+    """Whether the loaded model's requests decode in the batch: a family of `BATCHED_TYPES`
+    without audio input."""
+    model = vm.model
+    family = getattr(model.config, "model_type", None)
+    return family in BATCHED_TYPES and hasattr(model, "language_model") and not vm.takes_audio
 
 
 class BatchedLanguageModel:
@@ -95,8 +97,6 @@ class BatchModel:
     model: BatchedLanguageModel
     tokenizer: Any  # mlx-lm's TokenizerWrapper (its EOS set is mlx-vlm's)
     max_context: int | None
-    adapters: None = None
-    draft_model: None = None
 
 
 def rope_offset(state: dict[str, Any]) -> int:

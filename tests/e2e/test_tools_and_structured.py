@@ -143,10 +143,10 @@ def test_json_schema_response_format_parses_and_validates(default_server, qwen3_
 
 
 def test_streamed_json_arrives_incrementally_and_parses(default_server, qwen3_path):
-    # Twelve enum items after the answer: some 60 tokens, so the stream lasts long enough that
-    # it cannot all wait for the gateway at once. The gateway merges the deltas that wait for
-    # it when it falls behind (a loaded CI machine, two test processes on two cores), and the
-    # dozen tokens of ANSWER_SCHEMA alone have arrived as one piece there.
+    # 128 enum items after the answer: some 500 tokens, so the stream lasts long enough (about a
+    # second here) that it cannot all wait for the gateway at once. The gateway merges the
+    # deltas that wait for it when it falls behind (a loaded CI machine, two test processes on
+    # two cores): a 75-token stream (0.3 s) arrived as one piece three times running there.
     schema = {
         **ANSWER_SCHEMA,
         "properties": {
@@ -154,8 +154,8 @@ def test_streamed_json_arrives_incrementally_and_parses(default_server, qwen3_pa
             "steps": {
                 "type": "array",
                 "items": {"type": "string", "enum": ["look", "think", "answer"]},
-                "minItems": 12,
-                "maxItems": 12,
+                "minItems": 128,
+                "maxItems": 128,
             },
         },
         "required": ["answer", "sure", "steps"],
@@ -172,7 +172,7 @@ def test_streamed_json_arrives_incrementally_and_parses(default_server, qwen3_pa
                 qwen3_path,
                 response_format=fmt,
                 stream=True,
-                max_tokens=200,
+                max_tokens=1000,
                 extra_body=no_think,
             )
         )
@@ -180,7 +180,7 @@ def test_streamed_json_arrives_incrementally_and_parses(default_server, qwen3_pa
             c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
         ]
         value = json.loads("".join(pieces))
-        assert set(value) == {"answer", "sure", "steps"} and len(value["steps"]) == 12
+        assert set(value) == {"answer", "sure", "steps"} and len(value["steps"]) == 128
         counts.append(len(pieces))
         if len(pieces) > 1:
             break

@@ -96,6 +96,7 @@ class ServerConfig:
     backend: str = "auto"  # auto | text | omni: mlx-lm or mlx-vlm for the main model
     vision_cache_entries: int = 20  # image feature sets reused by content (mlx-vlm); 0: none
     talker_max_frames: int = 4096  # codec frames (12.5 a second) Qwen3-Omni's talker may speak
+    voice_cache_bytes: int = 64 << 20  # Qwen3-TTS voices' prefix KV and references kept; 0: none
     # Embeddings (worker/embedding/): a model next to the main one, request limits, pass size.
     embedding_model: str | None = None  # an embedding checkpoint served next to the main model
     rerank_model: str | None = None  # a reranker (cross-encoder or LLM) next to the main model

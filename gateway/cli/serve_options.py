@@ -86,6 +86,11 @@ def generation_options(command: Any) -> Any:
         ),
         ("--vision-cache-entries", click.IntRange(min=0), "Image features kept for reuse."),
         ("--talker-max-frames", click.IntRange(min=1), "Qwen3-Omni talker: frames (12.5/s)."),
+        (
+            "--voice-cache-bytes",
+            click.IntRange(min=0),
+            "Qwen3-TTS voices' prefix KV, x-vectors and reference codes kept; 0: none.",
+        ),
     ]
     return config_flags(command, options)
 
@@ -168,7 +173,7 @@ def generation_config(options: dict[str, Any]) -> dict[str, Any]:
             "prompt_lookup_min", "prompt_lookup_max", "quantized_kv_start", "max_kv_size",
             "dtype", "blas", "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb",
             "warm_prompts", "reasoning_parser", "tool_call_parser", "vision_cache_entries",
-            "talker_max_frames",
+            "talker_max_frames", "voice_cache_bytes",
         )
     }  # fmt: skip
     fields["chat_template"] = chat_template_file(options["chat_template"])

@@ -1,8 +1,8 @@
 """What /metrics reads at scrape time: the engine's state and queue, and the worker's counters.
 
-The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent and
-audio transcribed and image denoising steps itself (worker/runtime/stats.py) and reports totals since it started in its
-`stats` control reply. A restart or a swap starts a new worker from zero, so `WorkerTotals`
+The worker counts prefix-cache lookups, prompt tokens prefilled in decode steps, speech sent (and
+the voice cache's lookups), audio transcribed and image denoising steps itself
+(worker/runtime/stats.py) and reports totals since it started in its `stats` control reply. A restart or a swap starts a new worker from zero, so `WorkerTotals`
 keeps exported counters monotonic: when a snapshot comes from another worker (another pid, or a
 counter went down), the last totals seen from the previous one are carried over and added from
 then on. What a worker counted after the last scrape before it died is lost (nobody can ask it
@@ -72,6 +72,26 @@ WORKER_COUNTERS = (
         "speech_seconds",
         "vomlx:speech_seconds",
         "Seconds of speech audio the worker sent (/v1/audio/speech).",
+        SPEECH,
+    ),
+    (
+        "voice_cache_queries",
+        "vomlx:voice_cache_queries",
+        "Voice cache queries, in voice-prefix tokens: the talker input before the text (a "
+        "Qwen3-TTS voice's instruction, speaker and reference transcript) looked up.",
+        SPEECH,
+    ),
+    (
+        "voice_cache_hits",
+        "vomlx:voice_cache_hits",
+        "Voice cache hits, in voice-prefix tokens whose KV was reused instead of prefilled.",
+        SPEECH,
+    ),
+    (
+        "voice_cache_evictions",
+        "vomlx:voice_cache_evictions",
+        "Voice cache entries (prefix KV, x-vectors, reference clips' codes) evicted to stay "
+        "within --voice-cache-bytes.",
         SPEECH,
     ),
     (

@@ -46,7 +46,7 @@ OPTIONS = frozenset(
         "kv_group_size", "quantized_kv_start", "max_kv_size", "dtype", "blas",
         "prefix_cache_bytes", "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts",
         "reasoning_parser", "tool_call_parser", "backend", "vision_cache_entries",
-        "talker_max_frames", "max_embedding_inputs", "max_embedding_tokens", "embedding_batch_tokens",
+        "talker_max_frames", "voice_cache_bytes", "max_embedding_inputs", "max_embedding_tokens", "embedding_batch_tokens",
     }
 )  # fmt: skip
 # What a `remote` entry's options may set: the gateway's side of a model (admission, limits,

@@ -42,7 +42,7 @@ GENERATION_FLAGS = (
     "quantized_kv_start", "max_kv_size", "dtype", "blas", "prefix_cache_bytes",
     "ssd_cache_dir", "ssd_cache_max_gb", "warm_prompts", "speech_model", "transcription_model",
     "reasoning_parser", "tool_call_parser", "chat_template", "vision_cache_entries",
-    "talker_max_frames", "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
+    "talker_max_frames", "voice_cache_bytes", "embedding_model", "rerank_model", "max_embedding_inputs", "max_embedding_tokens",
     "embedding_batch_tokens", "image_model", "video_model",
 )  # fmt: skip
 

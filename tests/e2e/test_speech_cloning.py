@@ -2,8 +2,9 @@
 
 A cloned voice from the server equals mlx-audio's own `generate(ref_audio=<file>,
 ref_text=..., ...)` in this process for the same seed, sample for sample, whether the reference
-comes as base64 in JSON, as an uploaded file in a multipart body, or as a saved voice; bad
-reference audio is a 400 naming it and the worker goes on; saved voices outlive the worker.
+comes as base64 in JSON, as an uploaded file in a multipart body, or as a saved voice, and
+when the voice is said again from the voice cache (counted on /metrics); bad reference audio is
+a 400 naming it and the worker goes on; saved voices outlive the worker.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from tests.support.direct import direct_pcm
+from tests.support.metrics import moved, scrape
 from tests.support.server import SAME_BLAS
 from tests.support.speech import TEXT, sine_wav
 from worker.tiny_models import ensure_checkpoint
@@ -85,6 +87,32 @@ def test_a_cloned_voice_equals_direct_mlx_audio_for_the_same_seed(base, base_pat
     response = speech(base, json=body(base_path, ref_audio=ref, ref_text=REF_TEXT, seed=21))
     assert response.status_code == 200, response.text
     assert response.content == direct(base_path, 21, ref_file, REF_TEXT)
+
+
+def test_a_voice_said_again_reuses_its_prefix_and_metrics_count_it(base, base_path, ref_file):
+    # The voice cache (worker/speech/voice_cache.py): the clip's x-vector and codes and the
+    # prefix's KV are kept, and the audio stays mlx-audio's own.
+    ref = base64.b64encode(ref_file.read_bytes()).decode()
+    fields = body(base_path, ref_audio=ref, ref_text=REF_TEXT, seed=22)
+    speech(base, json=fields)
+    before = scrape(base)
+    again = speech(base, json={**fields, "input": "Another sentence in the same voice."})
+    after = scrape(base)
+    assert again.status_code == 200, again.text
+    want = direct_pcm(
+        base_path,
+        22,
+        text="Another sentence in the same voice.",
+        ref_audio=str(ref_file),
+        ref_text=REF_TEXT,
+        lang_code="auto",
+        stream=True,
+        streaming_interval=INTERVAL,
+    )
+    assert again.content == want
+    m = {"model_name": Path(base_path).name}
+    hits = moved(before, after, "vomlx:voice_cache_hits_total", **m)
+    assert hits > 0 and hits == moved(before, after, "vomlx:voice_cache_queries_total", **m)
 
 
 def test_a_clone_from_the_audio_alone_equals_direct_mlx_audio(base, base_path, ref_file):

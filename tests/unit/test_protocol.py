@@ -96,6 +96,7 @@ PINNED_FIELDS = {
         "transcribed_seconds", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
         "spec_decode_num_accepted_tokens", "spec_decode_num_accepted_tokens_per_pos",
         "image_steps", "image_step_seconds", "video_steps", "video_step_seconds",
+        "voice_cache_queries", "voice_cache_hits", "voice_cache_evictions",
     ),
     Tokenized: ("tokens", "token_strs"),
     Heartbeat: ("time", "active", "waiting"),

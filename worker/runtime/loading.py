@@ -75,6 +75,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="image feature sets kept for reuse by content (mlx-vlm models); 0: none",
     )
     add(
+        "--voice-cache-bytes",
+        type=_non_negative,
+        default=64 << 20,
+        help="Qwen3-TTS voices' prefix KV, x-vectors and reference codes kept for reuse; 0: none",
+    )
+    add(
         "--talker-max-frames",
         type=_non_negative,
         default=4096,
@@ -189,7 +195,7 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
     elif kind == VIDEO:
         _add_video(loaded, args.model)
     else:
-        _add_speech(loaded, kind, args.model, args.dtype)
+        _add_speech(loaded, kind, args.model, args)
     for extra_kind, path in (
         (SPEECH, args.speech_model),
         (TRANSCRIPTION, args.transcription_model),
@@ -202,7 +208,7 @@ def load_engines(args: argparse.Namespace, sharder: Any = None) -> LoadedEngines
                     f"not a {'speech' if extra_kind == SPEECH else 'transcription'} checkpoint "
                     f"(install the [{_EXTRA[extra_kind]}] extra if it is one)"
                 )
-            _add_speech(loaded, extra_kind, path, args.dtype)
+            _add_speech(loaded, extra_kind, path, args)
     embedding_model = getattr(args, "embedding_model", None)
     if embedding_model:
         if kind == EMBED:
@@ -373,16 +379,16 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     loaded.model = vm.model
 
 
-def _add_speech(loaded: LoadedEngines, kind: str, path: str, dtype: str = "auto") -> None:
+def _add_speech(loaded: LoadedEngines, kind: str, path: str, args: argparse.Namespace) -> None:
     if kind == SPEECH:
         from worker.speech.engine import load_tts_engine
 
-        engine = load_tts_engine(path)
+        engine = load_tts_engine(path, voice_cache_bytes=args.voice_cache_bytes)
         loaded.speech = engine.ready_info()
     else:
         from worker.transcription.engine import load_stt_engine
 
-        engine = load_stt_engine(path, dtype)  # --dtype float32: Whisper in float32
+        engine = load_stt_engine(path, args.dtype)  # --dtype float32: Whisper in float32
         loaded.transcription = engine.ready_info()
     loaded.engines.append(engine)
     loaded.capabilities += [c for c in engine.capabilities() if c not in loaded.capabilities]

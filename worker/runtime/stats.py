@@ -6,7 +6,7 @@ in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reuse
 cache; worker/text/prefix_reuse.py, worker/vision/engine.py), prompt tokens prefilled inside
 decode steps and speculative decoding's drafts and accepted tokens (worker/text/batch_engine.py),
 seconds of speech sent
-(worker/speech/engine.py), seconds of audio transcribed (worker/transcription/engine.py) and
+(worker/speech/engine.py) and the voice cache's lookups (worker/speech/voice_cache.py), seconds of audio transcribed (worker/transcription/engine.py) and
 denoising steps of image generation with their time (worker/images/engine.py).
 Every counter is a total since the worker started; the gateway's /metrics carries them over
 worker restarts (gateway/metrics/worker.py).
@@ -41,6 +41,7 @@ class WorkerStats:
         self._spec_accepted = 0
         self._spec_accepted_per_pos: list[int] = []
         self._speech_seconds = 0.0
+        self._voice_cache = [0, 0, 0]  # prefix tokens queried, hit; entries evicted
         self._transcribed_seconds = 0.0
         self._image_steps = 0
         self._image_step_seconds = 0.0
@@ -94,6 +95,13 @@ class WorkerStats:
         with self._lock:
             self._speech_seconds += seconds
 
+    def count_voice_cache(self, queried: int, hit: int, evicted: int) -> None:
+        """Qwen3-TTS's voice cache (worker/speech/voice_cache.py): prefix tokens looked up and
+        reused, entries evicted."""
+        with self._lock:
+            for i, n in enumerate((queried, hit, evicted)):
+                self._voice_cache[i] += n
+
     def count_transcribed(self, seconds: float) -> None:
         with self._lock:
             self._transcribed_seconds += seconds
@@ -131,6 +139,9 @@ class WorkerStats:
                 prefix_cache_hits=self._prefix_cache_hits,
                 prefill_tokens_in_decode_steps=self._prefill_in_decode,
                 speech_seconds=self._speech_seconds,
+                voice_cache_queries=self._voice_cache[0],
+                voice_cache_hits=self._voice_cache[1],
+                voice_cache_evictions=self._voice_cache[2],
                 transcribed_seconds=self._transcribed_seconds,
                 spec_decode_num_drafts=self._spec_drafts,
                 spec_decode_num_draft_tokens=self._spec_draft_tokens,

@@ -12,11 +12,13 @@ worker's one MLX thread (and the chat requests next to it) long:
   as mlx-audio's, split where its lazy graph can be evaluated in parts;
 - the other families yield one whole text segment per `next()`, which cannot be split from
   outside: their unit stays one segment.
-Audio longer than `MAX_DELTA_SECONDS` is sent over several steps. Aborts (and the scheduler's
-deadlines) take effect between units. Random state and per-module streaming buffers are
-swapped per request (worker/speech/state.py), so a request seeded with S produces, sample for
-sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly, whatever else
-runs.
+A Qwen3-TTS request's voice (its prefix's KV, a reference clip's x-vector and codes) comes from
+the voice cache when it was heard before (worker/speech/voice_cache.py, entered around each
+generator step). Audio longer than `MAX_DELTA_SECONDS` is sent over several steps. Aborts (and
+the scheduler's deadlines) take effect between units. Random state and per-module streaming
+buffers are swapped per request (worker/speech/state.py), so a request seeded with S produces,
+sample for sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly,
+whatever else runs.
 
 Usage on the terminal delta: prompt_tokens = characters of the input text; completion_tokens =
 the tokens the model generated (GenerationResult.token_count summed: codec frames for Qwen3-TTS,
@@ -45,6 +47,7 @@ from worker.speech.audio import decode_reference, mono, to_pcm16
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
 from worker.speech.staged import CodecStaging, staging_for
 from worker.speech.state import ModuleState, RequestState
+from worker.speech.voice_cache import DEFAULT_VOICE_CACHE_BYTES, VoiceCache, voice_cache_for
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,6 @@ MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
 DEFAULT_STREAMING_INTERVAL = 0.08
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
-MAX_CACHED_REFERENCES = 32
 
 
 @dataclass
@@ -89,6 +91,7 @@ class TtsEngine:
         served_name: str,
         streaming_interval: float = DEFAULT_STREAMING_INTERVAL,
         max_tokens: int | None = None,
+        voice_cache_bytes: int = DEFAULT_VOICE_CACHE_BYTES,
     ) -> None:
         self.model = model
         self.family = family
@@ -100,6 +103,7 @@ class TtsEngine:
         self._options = {"streaming_interval": streaming_interval, "max_tokens": max_tokens}
         self._modules = ModuleState(model)
         self._staging: CodecStaging | None = staging_for(model, family.name)
+        self.voice_cache: VoiceCache | None = voice_cache_for(model, family.name, voice_cache_bytes)
         self._active: dict[str, _Speech] = {}
         self._max_delta_samples = max(1, int(self.sample_rate * MAX_DELTA_SECONDS))
         self.stats: Any = None  # the worker's WorkerStats, once bound: seconds of speech sent
@@ -108,6 +112,8 @@ class TtsEngine:
 
     def bind_stats(self, stats: Any) -> None:
         self.stats = stats
+        if self.voice_cache is not None:
+            self.voice_cache.stats = stats
 
     def capabilities(self) -> list[Capability]:
         return [Capability.SPEECH]
@@ -197,14 +203,18 @@ class TtsEngine:
     def _pull(self, speech: _Speech) -> bool:
         """One yield of the generator (True at its end); its codec decoding, if staged, is
         left in `speech.decoding` for the following steps."""
+        voices = (
+            contextlib.nullcontext() if self.voice_cache is None else self.voice_cache.serving()
+        )
         if self._staging is None:
             try:
-                result = next(speech.generation)
+                with voices:
+                    result = next(speech.generation)
             except StopIteration:
                 return True
             self._take(speech, result)
             return False
-        with self._staging.deferring() as ops:
+        with voices, self._staging.deferring() as ops:
             try:
                 result = next(speech.generation)
             except StopIteration:
@@ -300,9 +310,7 @@ class TtsEngine:
                 raise bad_request(
                     f"model {self.served_name} clones from the audio alone: it takes no ref_text"
                 )
-        audio = decode_reference(data, self.sample_rate)
-        _bound_reference_cache(self.model)
-        return audio
+        return decode_reference(data, self.sample_rate)
 
     def _check_language(self, language: Any) -> str | None:
         if language is None or (isinstance(language, str) and language.lower() == "auto"):
@@ -333,16 +341,6 @@ class TtsEngine:
             raise bad_request(f"this model ({self.family.label}) takes no instructions")
 
 
-def _bound_reference_cache(model: Any) -> None:
-    # Qwen3-TTS keeps every reference clip's codec codes it encoded (model._icl_cache, keyed
-    # by transcript and audio fingerprint) for the model's lifetime. Entries are a pure
-    # function of their key, so dropping them changes no output; clearing past a bound keeps
-    # a server that sees many voices from growing without end.
-    cache = getattr(model, "_icl_cache", None)
-    if isinstance(cache, dict) and len(cache) >= MAX_CACHED_REFERENCES:
-        cache.clear()
-
-
 def _terminal(
     rid: str, reason: FinishReason, usage: Usage, error: ErrorInfo | None = None
 ) -> Delta:
@@ -361,6 +359,7 @@ def load_tts_engine(
     path: str,
     served_name: str | None = None,
     streaming_interval: float = DEFAULT_STREAMING_INTERVAL,
+    voice_cache_bytes: int = DEFAULT_VOICE_CACHE_BYTES,
 ) -> TtsEngine:
     """Load a local mlx-audio TTS checkpoint directory into a TtsEngine.
 
@@ -389,6 +388,7 @@ def load_tts_engine(
         served_name or directory.name,
         streaming_interval=streaming_interval,
         max_tokens=_max_new_tokens(directory),
+        voice_cache_bytes=voice_cache_bytes,
     )
 
 

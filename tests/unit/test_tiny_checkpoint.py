@@ -514,3 +514,23 @@ def test_mlx_audio_loads_every_weight_and_voice_pack_of_kokoro(tmp_path: Path) -
     packs = [load_voice_tensor(str(path / "voices" / f"{v}.safetensors")) for v in voices]
     assert all(pack.shape == (510, 1, 256) for pack in packs)
     assert not mx.array_equal(packs[0], packs[1])
+
+
+def test_the_real_size_qwen3_tts_has_the_real_models_shapes() -> None:
+    # Built by benchmarks only (~2.6 GB): its config against mlx-audio's defaults, which are
+    # Qwen3-TTS-12Hz-0.6B's (talker, code predictor; the codec takes the defaults whole).
+    from mlx_audio.tts.models.qwen3_tts.config import ModelConfig, Qwen3TTSTalkerConfig
+
+    from worker.tiny_models import tts
+
+    config = ModelConfig.from_dict(tts.qwen3_tts_config(tts.QWEN3_TTS_SIZES["real"], lambda _: 0))
+    real = Qwen3TTSTalkerConfig()
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
+    shape += ("head_dim", "intermediate_size")
+    for name in (*shape, "text_hidden_size", "num_code_groups"):
+        assert getattr(config.talker_config, name) == getattr(real, name), name
+    for name in shape:
+        got = getattr(config.talker_config.code_predictor_config, name)
+        assert got == getattr(real.code_predictor_config, name), name
+    assert tts.REAL_SPEECH_TOKENIZER_CONFIG["decoder_config"] == {}
+    assert config.sample_rate == 24000 and "real" not in tts.QWEN3_TTS_BASE_SIZES

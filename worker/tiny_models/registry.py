@@ -109,7 +109,7 @@ ARCHS: Mapping[str, Arch] = {
         tts.QWEN3_TTS_TOKENIZER,
         tts.qwen3_tts_base_config,
         tts.qwen3_tts_generation_config,
-        sizes=tts.QWEN3_TTS_SIZES,
+        sizes=tts.QWEN3_TTS_BASE_SIZES,
         build=tts.build_qwen3_tts_base,
     ),
     # Audio (and images) in, text out, for mlx_vlm.load: a Qwen3-Omni thinker; its own build

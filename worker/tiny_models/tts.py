@@ -75,10 +75,17 @@ class TtsDims:
     kv_heads: int
     intermediate: int
     max_new_tokens: int  # codec frames (Qwen3-TTS) or tokens per sentence (Soprano)
+    # Qwen3-TTS at its real size (benchmarks only): the head width where it is not
+    # hidden // heads, the code predictor's layers, the text embeddings' width, and the real
+    # 24 kHz codec instead of the tiny 8 kHz one.
+    head_size: int = 0
+    predictor_layers: int = 1
+    text_hidden: int = 0
+    real_codec: bool = False
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
 
 
 QWEN3_TTS_SIZES: Mapping[str, TtsDims] = {
@@ -89,7 +96,24 @@ QWEN3_TTS_SIZES: Mapping[str, TtsDims] = {
     "long": TtsDims(
         hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=2000
     ),
+    # Qwen3-TTS-12Hz-0.6B's shapes (talker 28 x 1024, code predictor 5 layers, the 1536-wide
+    # 24 kHz codec) with random float32 weights and the tiny text vocabulary, 25 frames (2 s):
+    # the speed of the real model (scripts/bench_speech.py), never built by tests (~2.6 GB).
+    "real": TtsDims(
+        hidden=1024,
+        layers=28,
+        heads=16,
+        kv_heads=8,
+        intermediate=3072,
+        max_new_tokens=25,
+        head_size=128,
+        predictor_layers=5,
+        text_hidden=2048,
+        real_codec=True,
+    ),  # fmt: skip
 }
+# Cloning needs the codec's encoder too, which only the tiny codec has here.
+QWEN3_TTS_BASE_SIZES = {k: v for k, v in QWEN3_TTS_SIZES.items() if not v.real_codec}
 
 
 def _random(name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
@@ -143,7 +167,7 @@ def qwen3_tts_config(d: TtsDims, tid: Any) -> dict[str, Any]:
         "tts_pad_token_id": tid("<tts_pad>"),
         "tts_bos_token_id": tid("<tts_text_bos>"),
         "tts_eos_token_id": tid("<tts_text_eod>"),
-        "sample_rate": 8000,
+        "sample_rate": 24000 if d.real_codec else 8000,
         "talker_config": {
             "vocab_size": 3072,
             "hidden_size": d.hidden,
@@ -158,7 +182,7 @@ def qwen3_tts_config(d: TtsDims, tid: Any) -> dict[str, Any]:
             "rope_theta": 1000000.0,
             "rope_scaling": {"interleaved": True, "mrope_section": mrope, "rope_type": "default"},
             "num_code_groups": 16,
-            "text_hidden_size": d.hidden,
+            "text_hidden_size": d.text_hidden or d.hidden,
             "text_vocab_size": TEXT_VOCAB,
             "codec_eos_token_id": 2150,
             "codec_think_id": 2154,
@@ -174,7 +198,7 @@ def qwen3_tts_config(d: TtsDims, tid: Any) -> dict[str, Any]:
                 "vocab_size": 2048,
                 "hidden_size": d.hidden,
                 "intermediate_size": d.intermediate,
-                "num_hidden_layers": 1,
+                "num_hidden_layers": d.predictor_layers,
                 "num_attention_heads": d.heads,
                 "num_key_value_heads": d.kv_heads,
                 "head_dim": d.head_dim,
@@ -232,13 +256,29 @@ SPEECH_TOKENIZER_CONFIG: dict[str, Any] = {
 }
 
 
-def _speech_tokenizer_weights() -> dict[str, np.ndarray]:
+# The real codec: mlx-audio's default decoder config (1536 wide, 24 kHz, 1920 samples a frame).
+REAL_SPEECH_TOKENIZER_CONFIG: dict[str, Any] = {
+    "model_type": "qwen3_tts_tokenizer_12hz",
+    "encoder_valid_num_quantizers": 16,
+    "input_sample_rate": 24000,
+    "output_sample_rate": 24000,
+    "decode_upsample_rate": 1920,
+    "encode_downsample_rate": 1920,
+    "decoder_config": {},
+}
+
+
+def _codec_config(d: TtsDims) -> dict[str, Any]:
+    return REAL_SPEECH_TOKENIZER_CONFIG if d.real_codec else SPEECH_TOKENIZER_CONFIG
+
+
+def _speech_tokenizer_weights(codec_config: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Random codec weights under the Hugging Face names mlx-audio's sanitize expects."""
     from mlx_audio.tts.models.qwen3_tts.config import Qwen3TTSTokenizerConfig
     from mlx_audio.tts.models.qwen3_tts.qwen3_tts import check_array_shape_qwen3
     from mlx_audio.tts.models.qwen3_tts.speech_tokenizer import Qwen3TTSSpeechTokenizer
 
-    config = Qwen3TTSTokenizerConfig(decoder_config=dict(SPEECH_TOKENIZER_CONFIG["decoder_config"]))
+    config = Qwen3TTSTokenizerConfig(decoder_config=dict(codec_config["decoder_config"]))
     weights = randomize(_flat_params(Qwen3TTSSpeechTokenizer(config)))
     out = {}
     for name, value in weights.items():
@@ -256,7 +296,7 @@ def _speech_tokenizer_weights() -> dict[str, np.ndarray]:
 
 def build_qwen3_tts(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     """Write a tiny Qwen3-TTS CustomVoice checkpoint into `out_dir`; return its parameters."""
-    return _build_qwen3(qwen3_tts_config, dims, out_dir, SPEECH_TOKENIZER_CONFIG, {})
+    return _build_qwen3(qwen3_tts_config, dims, out_dir, _codec_config(dims), {})
 
 
 def _build_qwen3(
@@ -284,7 +324,7 @@ def _build_qwen3(
     codec_dir = out_dir / "speech_tokenizer"
     codec_dir.mkdir()
     write_json(codec_dir / "config.json", codec_config)
-    codec_weights = {**_speech_tokenizer_weights(), **codec_extra}
+    codec_weights = {**_speech_tokenizer_weights(codec_config), **codec_extra}
     return n_params + _save(codec_weights, codec_dir / "model.safetensors")
 
 
@@ -302,7 +342,7 @@ def qwen3_tts_voice_design_config(d: TtsDims, tid: Any) -> dict[str, Any]:
 
 def build_qwen3_tts_voice_design(arch: Any, dims: TtsDims, out_dir: Path) -> int:
     """Write a tiny Qwen3-TTS VoiceDesign checkpoint into `out_dir`."""
-    return _build_qwen3(qwen3_tts_voice_design_config, dims, out_dir, SPEECH_TOKENIZER_CONFIG, {})
+    return _build_qwen3(qwen3_tts_voice_design_config, dims, out_dir, _codec_config(dims), {})
 
 
 # -- Qwen3-TTS Base (voice cloning) -------------------------------------------------------

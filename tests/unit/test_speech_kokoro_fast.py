@@ -1,5 +1,6 @@
-"""Kokoro's fast CPU operations (worker/speech/kokoro_fast.py) compute what the stock MLX
-operations compute, for every shape the decoder uses and the edge cases around them."""
+"""The fast CPU operations (worker/speech/cpu_ops.py) and Kokoro's decoder in them
+(worker/speech/kokoro_fast.py) compute what the stock MLX operations compute, for every shape
+the decoder uses and the edge cases around them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from worker.speech import kokoro_fast
+from worker.speech import cpu_ops, kokoro_fast
 
 
 def close(a: mx.array, b: mx.array, tolerance: float = 2e-5) -> None:
@@ -35,7 +36,7 @@ def test_conv1d_equals_the_stock_one(channels_in, channels_out, kernel, stride, 
     x = mx.random.normal((2, length, channels_in), key=mx.random.key(1))
     weight = mx.random.normal((channels_out, kernel, channels_in), key=mx.random.key(2))
     kwargs = {"stride": stride, "padding": padding, "dilation": dilation}
-    close(kokoro_fast.conv1d(x, weight, **kwargs), mx.conv1d(x, weight, **kwargs))
+    close(cpu_ops.conv1d(x, weight, **kwargs), mx.conv1d(x, weight, **kwargs))
 
 
 @pytest.mark.parametrize(
@@ -53,22 +54,22 @@ def test_conv_transpose1d_equals_the_stock_one(channels_in, channels_out, kernel
     x = mx.random.normal((2, 17, channels_in), key=mx.random.key(3))
     weight = mx.random.normal((channels_out, kernel, channels_in), key=mx.random.key(4))
     kwargs = {"stride": stride, "padding": padding, "output_padding": output_padding}
-    close(kokoro_fast.conv_transpose1d(x, weight, **kwargs),
+    close(cpu_ops.conv_transpose1d(x, weight, **kwargs),
           mx.conv_transpose1d(x, weight, **kwargs))  # fmt: skip
 
 
 def test_grouped_convolutions_are_the_stock_ones():
     x = mx.random.normal((1, 10, 6), key=mx.random.key(5))
     weight = mx.random.normal((6, 3, 1), key=mx.random.key(6))
-    close(kokoro_fast.conv1d(x, weight, padding=1, groups=6), mx.conv1d(x, weight, padding=1,
+    close(cpu_ops.conv1d(x, weight, padding=1, groups=6), mx.conv1d(x, weight, padding=1,
           groups=6))  # fmt: skip
-    got = kokoro_fast.conv_transpose1d(x, weight, stride=2, padding=1, groups=6)
+    got = cpu_ops.conv_transpose1d(x, weight, stride=2, padding=1, groups=6)
     close(got, mx.conv_transpose1d(x, weight, stride=2, padding=1, groups=6))
 
 
 def test_sin_equals_the_stock_one_far_from_zero_too():
     x = mx.concatenate([mx.linspace(-4 * math.pi, 4 * math.pi, 100001), mx.array([1e4, -3e3])])
-    close(kokoro_fast.sin(x), mx.sin(x), 1e-6)
+    close(cpu_ops.sin(x), mx.sin(x), 1e-6)
 
 
 def test_the_decoder_module_gets_them_on_the_cpu_only():
@@ -77,8 +78,8 @@ def test_the_decoder_module_gets_them_on_the_cpu_only():
     installed = kokoro_fast.install()
     assert installed == (mx.default_device() == mx.cpu)
     if installed:
-        assert istftnet.mx.conv1d is kokoro_fast.conv1d and istftnet.mx.exp is mx.exp
-        assert kokoro_fast.install() and mx.conv1d is not kokoro_fast.conv1d  # mlx.core untouched
+        assert istftnet.mx.conv1d is cpu_ops.conv1d and istftnet.mx.exp is mx.exp
+        assert kokoro_fast.install() and mx.conv1d is not cpu_ops.conv1d  # mlx.core untouched
 
 
 @pytest.mark.skipif(mx.default_device() != mx.cpu, reason="installed where MLX runs on the CPU")

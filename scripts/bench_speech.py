@@ -2,7 +2,7 @@
 (and, for Kokoro, vs onnxruntime on the int8 ONNX export it was converted from).
 
     python -m scripts.bench_speech --model TTS_DIR --url http://127.0.0.1:8000 [--runs 5]
-        [--onnx kokoro-v1.0.int8.onnx] [--intervals 0.16,2.0]
+        [--onnx kokoro-v1.0.int8.onnx] [--intervals 0.16,2.0] [--stock [--stock-runs N]]
 
 The server (`vllm-omni-mlx serve TTS_DIR --omni`, already running at --url) is asked for a
 streamed PCM response; direct runs call the same `model.generate(**kwargs)` the worker's engine
@@ -17,6 +17,10 @@ mlx-audio's own default 2.0 s), in the same alternation.
 Compare like with like: give this process the BLAS the worker has (the worker preloads
 OpenBLAS on Linux unless started with `--blas bundled`; start this with the same LD_PRELOAD).
 
+`--stock` adds direct runs with mlx-audio's own decoder: the worker's faster CPU forms of the
+decoder's convolutions and `sin` taken out (Kokoro: worker/speech/kokoro_fast.py; Qwen3-TTS:
+worker/speech/qwen3_codec_fast.py), i.e. the library as a caller runs it, after the others.
+
 Kokoro's direct runs are the worker's own path (worker/speech/kokoro_speaker.py: its text front
 end, mlx-audio's model per chunk, the fast CPU operations). `--onnx` adds onnxruntime (the
 peer a Kokoro user would otherwise run: kokoro-onnx) on the same phoneme chunks, voice pack
@@ -27,9 +31,11 @@ Kokoro-82M was converted from and prints its path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -118,6 +124,29 @@ def server_run(
     return Run(first or total, total, size / 2 / rate)
 
 
+@contextlib.contextmanager
+def stock_decoder(engine) -> Iterator[None]:
+    """mlx-audio's own decoder while inside (the worker's faster CPU forms taken out)."""
+    if engine.family.name == "kokoro":
+        from worker.speech import kokoro_fast
+
+        kokoro_fast.uninstall()
+        try:
+            yield
+        finally:
+            kokoro_fast.install()
+        return
+    from worker.speech import qwen3_codec_fast
+    from worker.speech.staged import unwrap_decoder
+
+    decoder = unwrap_decoder(engine.model.speech_tokenizer.decoder)
+    qwen3_codec_fast.uninstall(decoder)
+    try:
+        yield
+    finally:
+        qwen3_codec_fast.install(decoder)
+
+
 def median(runs: list[Run], key: str) -> float:
     return statistics.median(getattr(r, key) for r in runs)
 
@@ -134,9 +163,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--stock",
         action="store_true",
-        help="Kokoro: also one direct run with mlx-audio's own decoder (the worker's faster CPU "
-        "forms, worker/speech/kokoro_fast.py, taken out)",
+        help="also direct runs with mlx-audio's own decoder (the worker's faster CPU forms taken "
+        "out: Kokoro's worker/speech/kokoro_fast.py, Qwen3-TTS's qwen3_codec_fast.py)",
     )
+    parser.add_argument("--stock-runs", type=int, default=1, help="with --stock: how many")
     parser.add_argument(
         "--intervals",
         default="",
@@ -211,15 +241,23 @@ def main(argv: list[str] | None = None) -> None:
             f"| real-time factor | {rtf_o:.3f} | {rtf_d:.3f} | {rtf_s:.3f} | {rtf_s / rtf_o:.2f} |"
         )
     if args.stock:
-        from worker.speech import kokoro_fast
-
-        kokoro_fast.uninstall()
-        stock = direct_run(engine, 1, args.text, args.voice)
-        kokoro_fast.install()
+        stock = []
+        for seed in range(1, args.stock_runs + 1):
+            with stock_decoder(engine):
+                stock.append(direct_run(engine, seed, args.text, args.voice))
+        ttfa_k, rtf_k = median(stock, "first_audio"), median(stock, "rtf")
         print()
-        print("| | stock mlx-audio decoder (1 run) | direct | stock / direct |")
-        print("| --- | --- | --- | --- |")
-        print(f"| real-time factor | {stock.rtf:.3f} | {rtf_d:.3f} | {stock.rtf / rtf_d:.1f} |")
+        print(
+            f"| | stock mlx-audio decoder ({len(stock)} runs) | direct | server | server / stock |"
+        )
+        print("| --- | --- | --- | --- | --- |")
+        print(
+            f"| time to first audio | {ttfa_k * 1000:.0f} ms | {ttfa_d * 1000:.0f} ms "
+            f"| {ttfa_s * 1000:.0f} ms | {ttfa_s / ttfa_k:.2f} |"
+        )
+        print(
+            f"| real-time factor | {rtf_k:.3f} | {rtf_d:.3f} | {rtf_s:.3f} | {rtf_s / rtf_k:.2f} |"
+        )
     if args.json:
         runs = {"server": server, "direct": direct, "onnxruntime": onnx}
         print(json.dumps({name: [vars(r) for r in found] for name, found in runs.items()}))

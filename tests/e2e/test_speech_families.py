@@ -2,7 +2,8 @@
 VoiceDesign checkpoints each served alone (`serve X --omni`), driven by the openai SDK and plain HTTP.
 
 The audio must equal mlx-audio's own output in this process for the same seed, sample for
-sample, as its CLI makes it (reference audio read at the model's rate with `load_audio`;
+sample, as its CLI makes it on the model prepared as the worker prepares it (tests/support/
+direct.py; reference audio read at the model's rate with `load_audio`;
 MOSS-TTS-Nano's stereo averaged to mono, as the server documents); streamed bytes joined must
 equal the buffered response; GET /v1/audio/voices must describe what each family can do.
 """
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import base64
 import io
-from functools import cache
 from pathlib import Path
 
 import httpx
 import pytest
 import soundfile
 
+from tests.support.direct import direct_tts_model
 from tests.support.server import SAME_BLAS, openai_client
 from tests.support.speech import TEXT, direct_mono_pcm, sine_wav
 from worker.tiny_models import ensure_checkpoint
@@ -66,22 +67,9 @@ def ref_file(tmp_path_factory) -> Path:
     return path
 
 
-@cache
-def _direct_model(path: str):
-    from mlx_audio.tts.utils import load_model
-
-    model = load_model(Path(path))
-    if hasattr(model, "_ensure_audio_tokenizer"):
-        # MOSS-TTS-Nano builds its codec on first use, which draws from the global random
-        # generator: a first seeded call differs from every later one. The worker loads the
-        # codec at start (the family's `prepare`), so compare with mlx-audio's later calls.
-        model._ensure_audio_tokenizer()
-    return model
-
-
 def direct_pcm(path: str, seed: int, ref_file: Path | None = None, **kwargs) -> bytes:
     """mlx-audio in this process, as its CLI calls it, as int16 PCM (channels averaged)."""
-    return direct_mono_pcm(_direct_model(path), seed, ref_file, **kwargs)
+    return direct_mono_pcm(direct_tts_model(path), seed, ref_file, **kwargs)
 
 
 def speech(client, model: str, **kwargs) -> bytes:

@@ -99,10 +99,17 @@ def greedy_vlm_chat(
 
 
 @cache
-def _direct_tts_model(path: str):
+def direct_tts_model(path: str):
+    """mlx-audio's model, prepared as the worker prepares it at start (the family's `prepare`:
+    a Qwen3-TTS codec in its faster CPU forms, worker/speech/qwen3_codec_fast.py, the stock math
+    to float rounding; MOSS-TTS-Nano's codec built before any seeded call)."""
     from mlx_audio.tts.utils import load_model
 
-    return load_model(Path(path))
+    from worker.speech.families import family_for
+
+    model = load_model(Path(path))
+    family_for(Path(path)).prepare(model)
+    return model
 
 
 def direct_pcm(path: str, seed: int, text: str = TEXT, **kwargs) -> bytes:
@@ -111,6 +118,6 @@ def direct_pcm(path: str, seed: int, text: str = TEXT, **kwargs) -> bytes:
 
     from worker.speech.audio import to_pcm16
 
-    model = _direct_tts_model(path)
+    model = direct_tts_model(path)
     mx.random.seed(seed)
     return b"".join(to_pcm16(r.audio) for r in model.generate(text=text, **kwargs))

@@ -124,7 +124,17 @@ def _qwen3_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> di
     if req.ref_audio is not None:
         kwargs["ref_audio"] = req.ref_audio
         kwargs["ref_text"] = req.ref_text
+    if options.get("max_tokens") is not None:  # generation_config.json's cap, as mlx-audio's
+        kwargs["max_tokens"] = options["max_tokens"]
     return kwargs
+
+
+def _qwen3_prepare(model: Any) -> None:
+    # The codec's decoder in faster forms where MLX runs on the CPU (a no-op elsewhere).
+    from worker.speech.qwen3_codec_fast import install
+    from worker.speech.staged import unwrap_decoder
+
+    install(unwrap_decoder(model.speech_tokenizer.decoder))
 
 
 QWEN3_TTS = Family(
@@ -141,6 +151,7 @@ QWEN3_TTS = Family(
     takes_ref_text=_qwen3_in_context,
     passes_voice=True,
     default_first_voice=True,
+    prepare=_qwen3_prepare,
 )
 
 

@@ -5,8 +5,8 @@ chat request that arrives during a speech request waits, for each of its tokens,
 step. A yield of mlx-audio's streaming Qwen3-TTS generator does two things: the talker and code
 predictor make `streaming_interval * 12.5` codec frames (a few ms each), then the codec's
 decoder turns them into audio with `speech_tokenizer.decoder.streaming_step(codes)`; the
-decoder is by far the larger part on the CPU (its dilated and transposed convolutions:
-docs/benchmarks.md).
+decoder is a large part on the CPU (its dilated and transposed convolutions, even in their
+faster forms, worker/speech/qwen3_codec_fast.py: docs/benchmarks.md).
 
 The generator cannot be paused inside, and a smaller `streaming_interval` would change the
 chunks the codec sees, so this splits the decoder's work without changing it:
@@ -94,7 +94,7 @@ class CodecStaging:
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = tokenizer
         self._wrapper = tokenizer.decoder  # what mlx-audio installed (mx.compile's wrapper)
-        self._decoder = _unwrap(self._wrapper)
+        self._decoder = unwrap_decoder(self._wrapper)
         self._total_upsample = int(self._decoder.total_upsample)
 
     @contextlib.contextmanager
@@ -170,7 +170,7 @@ def staging_for(model: Any, family_name: str) -> CodecStaging | None:
     if family_name != "qwen3_tts":
         return None
     tokenizer = getattr(model, "speech_tokenizer", None)
-    decoder = _unwrap(getattr(tokenizer, "decoder", None))
+    decoder = unwrap_decoder(getattr(tokenizer, "decoder", None))
     if decoder is None or not hasattr(decoder, "streaming_step"):
         return None
     block = next(iter(getattr(decoder, "decoder", [None])[1:-2]), None)
@@ -194,7 +194,8 @@ def staging_for(model: Any, family_name: str) -> CodecStaging | None:
     return CodecStaging(tokenizer)
 
 
-def _unwrap(decoder: Any) -> Any:
-    # mx.compile's wrapper forwards attribute reads to the module: its bound methods know it.
+def unwrap_decoder(decoder: Any) -> Any:
+    """The decoder module itself: mx.compile's wrapper (which mlx-audio installs) forwards
+    attribute reads to the module, and its bound methods know it."""
     method = getattr(decoder, "streaming_step", None)
     return getattr(method, "__self__", decoder)

@@ -297,7 +297,7 @@ class WorkerCounters(WireStruct):
     image_step_seconds: float = 0.0  # the time they took
     video_steps: int = 0  # denoising steps run (video generation)
     video_step_seconds: float = 0.0  # the time they took
-    # Qwen3-TTS's voice cache: voice-prefix tokens looked up and reused, entries evicted
+    # Qwen3-TTS's voice cache: prefill tokens looked up, voice-prefix tokens reused, evictions
     voice_cache_queries: int = 0
     voice_cache_hits: int = 0
     voice_cache_evictions: int = 0

@@ -126,7 +126,10 @@ def server_run(
 
 @contextlib.contextmanager
 def stock_decoder(engine) -> Iterator[None]:
-    """mlx-audio's own decoder while inside (the worker's faster CPU forms taken out)."""
+    """mlx-audio's own decoder while inside (the worker's faster CPU forms taken out). The
+    streamed path only: a non-streamed decode mlx-audio already compiled keeps its trace."""
+    if engine.family.name not in ("kokoro", "qwen3_tts"):
+        raise SystemExit(f"--stock: {engine.family.label} has no faster forms to take out")
     if engine.family.name == "kokoro":
         from worker.speech import kokoro_fast
 

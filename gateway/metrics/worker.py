@@ -77,14 +77,14 @@ WORKER_COUNTERS = (
     (
         "voice_cache_queries",
         "vomlx:voice_cache_queries",
-        "Voice cache queries, in voice-prefix tokens: the talker input before the text (a "
-        "Qwen3-TTS voice's instruction, speaker and reference transcript) looked up.",
+        "Voice cache queries, in tokens: the talker prefill of every Qwen3-TTS request, whose "
+        "voice prefix (instruction, speaker, reference transcript) is looked up.",
         SPEECH,
     ),
     (
         "voice_cache_hits",
         "vomlx:voice_cache_hits",
-        "Voice cache hits, in voice-prefix tokens whose KV was reused instead of prefilled.",
+        "Voice cache hits, in tokens: voice-prefix tokens whose KV was reused, not prefilled.",
         SPEECH,
     ),
     (

@@ -112,7 +112,8 @@ def test_a_voice_said_again_reuses_its_prefix_and_metrics_count_it(base, base_pa
     assert again.content == want
     m = {"model_name": Path(base_path).name}
     hits = moved(before, after, "vomlx:voice_cache_hits_total", **m)
-    assert hits > 0 and hits == moved(before, after, "vomlx:voice_cache_queries_total", **m)
+    # Queried: the whole prefill; hit: its voice prefix (the clip's frames come after the text)
+    assert 0 < hits < moved(before, after, "vomlx:voice_cache_queries_total", **m)
 
 
 def test_a_clone_from_the_audio_alone_equals_direct_mlx_audio(base, base_path, ref_file):

@@ -94,7 +94,7 @@ def test_the_decoders_audio_stays_the_stock_audio_and_only_that_decoder_changes(
     )
     fast = streamed(decoder)
     assert fast.shape == stock.shape
-    assert float(mx.abs(fast - stock).max()) < 1e-3
+    assert float(mx.abs(fast - stock).max()) < 4e-4  # as docs/speech.md says
     assert np.corrcoef(np.asarray(fast).ravel(), np.asarray(stock).ravel())[0, 1] > 0.99999
     qwen3_codec_fast.uninstall(decoder)
     assert not any(type(m).__name__.startswith("Fast") for _, m in decoder.named_modules())
@@ -107,3 +107,13 @@ def test_nothing_is_installed_off_the_cpu(monkeypatch):
     monkeypatch.setattr(qwen3_codec_fast.mx, "default_device", lambda: mx.gpu)
     assert not qwen3_codec_fast.install(decoder)
     assert not any(type(m).__name__.startswith("Fast") for _, m in decoder.named_modules())
+
+
+def test_a_long_signal_is_convolved_tap_by_tap_to_the_same_result(monkeypatch):
+    mx.random.seed(3)
+    stock, fast = stock_and_fast(
+        lambda: nn.Conv1d(16, 24, kernel_size=7, dilation=3), qwen3_codec_fast.FastConv1d
+    )
+    x = mx.random.normal((1, 300, 16))
+    monkeypatch.setattr(qwen3_codec_fast, "IM2COL_MAX_BYTES", 0)  # every signal is "long"
+    close(fast(x), stock(x))

@@ -43,6 +43,10 @@ def base() -> TtsEngine:
     return engine_for("qwen3_tts_base")
 
 
+STAND_INS = ("talker", "_prepare_generation_inputs", "_prepare_icl_generation_inputs")
+STAND_INS += ("extract_speaker_embedding", "_icl_cache")
+
+
 def counts(engine: TtsEngine) -> tuple[int, int, int]:
     s = engine.stats.snapshot()
     return s.voice_cache_queries, s.voice_cache_hits, s.voice_cache_evictions
@@ -86,9 +90,9 @@ def test_a_preset_voice_is_prefilled_once_and_every_request_equals_direct(custom
     middle = counts(custom)
     second = speak(custom, TEXTS[1], 6, **extra)
     after = counts(custom)
-    prefix = middle[0] - before[0]
-    assert prefix > 0 and middle[1] == before[1]  # cold (unless an earlier test warmed it)
-    assert after[0] - middle[0] == prefix and after[1] - middle[1] == prefix  # warm
+    # Queried: each request's whole prefill; hit: the second's voice prefix, not its text.
+    assert middle[0] > before[0] and middle[1] == before[1]  # cold
+    assert 0 < after[1] - middle[1] < after[0] - middle[0]  # warm
     assert first == direct(custom, TEXTS[0], 5, **extra)
     assert second == direct(custom, TEXTS[1], 6, **extra)
 
@@ -134,8 +138,11 @@ def test_a_cloned_voice_encodes_its_clip_once(base, ref_text, monkeypatch):
     clip = wav(0.3 * np.sin(2 * np.pi * hz * np.arange(RATE) / RATE))
     voice = {"ref_audio": clip, "ref_text": ref_text}
     first = speak(base, TEXTS[0], 8, **voice)
+    before = counts(base)
     second = speak(base, TEXTS[1], 9, **voice)
     assert calls == {"x-vector": 1, "codes": 1 if ref_text else 0}
+    hit, queried = counts(base)[1] - before[1], counts(base)[0] - before[0]
+    assert 0 < hit < queried  # the prefix (with the transcript) kept; text and frames not
     assert first == direct(base, TEXTS[0], 8, **voice)
     assert second == direct(base, TEXTS[1], 9, **voice)
 
@@ -180,3 +187,30 @@ def test_no_bytes_keeps_nothing_and_still_equals_direct():
         assert got == direct(engine, text, seed, **voice)
     queried, hit, evicted = counts(engine)
     assert len(engine.voice_cache) == 0 and queried > 0 and hit == evicted == 0
+
+
+def test_requests_in_one_voice_started_together_miss_once_then_hit():
+    engine = engine_for("qwen3_tts")
+    requests = [submit(str(i), text=t, seed=i, voice="ryan") for i, t in enumerate(TEXTS)]
+    audio = {
+        rid: b"".join(d.audio for d in ds if d.audio) for rid, ds in run(engine, *requests).items()
+    }
+    queried, hit, _ = counts(engine)
+    assert 0 < hit < queried and len(engine.voice_cache) == 1  # the second found the first's
+    for i, text in enumerate(TEXTS):
+        assert audio[str(i)] == direct(engine, text, i, voice="ryan")
+
+
+def test_a_step_that_fails_leaves_no_stand_in_and_the_next_request_is_right(monkeypatch):
+    engine = engine_for("qwen3_tts")
+    talker_class = type(engine.model.talker)
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("talker failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(talker_class, "__call__", broken)
+        deltas = run(engine, submit("r", text=TEXTS[0], seed=1, voice="ryan"))["r"]
+    assert deltas[-1].finish_reason == "error"
+    assert not set(STAND_INS) & set(vars(engine.model))
+    assert speak(engine, TEXTS[0], 1, voice="ryan") == direct(engine, TEXTS[0], 1, voice="ryan")

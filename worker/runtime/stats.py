@@ -5,9 +5,9 @@ happens (once the scheduler bound them to these stats, see `Scheduler`): prefix-
 in tokens, as vLLM counts them (queried = the prompt's tokens, hit = those reused from the
 cache; worker/text/prefix_reuse.py, worker/vision/engine.py), prompt tokens prefilled inside
 decode steps and speculative decoding's drafts and accepted tokens (worker/text/batch_engine.py),
-seconds of speech sent
-(worker/speech/engine.py) and the voice cache's lookups (worker/speech/voice_cache.py), seconds of audio transcribed (worker/transcription/engine.py) and
-denoising steps of image generation with their time (worker/images/engine.py).
+seconds of speech sent (worker/speech/engine.py) and the voice cache's lookups
+(worker/speech/voice_cache.py), seconds of audio transcribed (worker/transcription/engine.py)
+and denoising steps of image generation with their time (worker/images/engine.py).
 Every counter is a total since the worker started; the gateway's /metrics carries them over
 worker restarts (gateway/metrics/worker.py).
 """
@@ -96,8 +96,8 @@ class WorkerStats:
             self._speech_seconds += seconds
 
     def count_voice_cache(self, queried: int, hit: int, evicted: int) -> None:
-        """Qwen3-TTS's voice cache (worker/speech/voice_cache.py): prefix tokens looked up and
-        reused, entries evicted."""
+        """Qwen3-TTS's voice cache (worker/speech/voice_cache.py): a prefill's tokens
+        (`queried`), its voice prefix's tokens whose KV was reused (`hit`), entries evicted."""
         with self._lock:
             for i, n in enumerate((queried, hit, evicted)):
                 self._voice_cache[i] += n

@@ -8,7 +8,9 @@ the same work as a matrix product or a vectorized polynomial (docs/benchmarks.md
   runs on BLAS (OpenBLAS, which the worker preloads);
 - `conv_transpose1d`: one matrix product per input frame's contribution, then the overlapping
   frames added where they land (overlap-add), the way the transposed convolution is defined;
-- `sin`: an exact range reduction to [-pi, pi] and an odd polynomial (max error ~1e-7).
+- `sin`: an exact range reduction to [-pi, pi] and an odd polynomial (max error ~1e-7);
+- `taps_conv1d`: a stride-1 `conv1d` as one product per tap, added into the output (no im2col
+  copy: for long signals).
 Each is the stock operation's math, to float rounding (tests/unit/test_speech_kokoro_fast.py
 compares them); grouped convolutions go to the stock ones. Kokoro's decoder
 (worker/speech/kokoro_fast.py) and Qwen3-TTS's codec (worker/speech/qwen3_codec_fast.py) use
@@ -110,3 +112,21 @@ def conv_transpose1d(
     if size > full:
         total = mx.pad(total, [(0, 0), (0, size - full), (0, 0)])
     return total[:, padding : size - padding]
+
+
+def taps_conv1d(
+    x: mx.array, weight: mx.array, bias: mx.array | None, padding: int = 0, dilation: int = 1
+) -> mx.array:
+    """A stride-1, ungrouped `conv1d` (x: (N, L, C_in), weight: (C_out, K, C_in)) plus `bias`,
+    as one product per tap added into the output: no K-times copy of the signal (im2col's), so
+    a long signal costs no more memory than its output."""
+    batch = x.shape[0]
+    if padding:
+        x = mx.pad(x, [(0, 0), (padding, padding), (0, 0)])
+    out_channels, kernel, _ = weight.shape
+    length = x.shape[1] - dilation * (kernel - 1)
+    out = mx.zeros((batch, length, out_channels), x.dtype) if bias is None else bias
+    out = mx.broadcast_to(out, (batch, length, out_channels))
+    for k in range(kernel):
+        out = mx.addmm(out, x[:, k * dilation : k * dilation + length], weight[:, k].T)
+    return out

@@ -17,8 +17,9 @@ the voice cache when it was heard before (worker/speech/voice_cache.py, entered 
 generator step). Audio longer than `MAX_DELTA_SECONDS` is sent over several steps. Aborts (and
 the scheduler's deadlines) take effect between units. Random state and per-module streaming
 buffers are swapped per request (worker/speech/state.py), so a request seeded with S produces,
-sample for sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly,
-whatever else runs.
+sample for sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly on the
+model as the family prepares it (on the CPU: Kokoro's decoder and Qwen3-TTS's codec in faster
+forms), whatever else runs.
 
 Usage on the terminal delta: prompt_tokens = characters of the input text; completion_tokens =
 the tokens the model generated (GenerationResult.token_count summed: codec frames for Qwen3-TTS,
@@ -203,18 +204,18 @@ class TtsEngine:
     def _pull(self, speech: _Speech) -> bool:
         """One yield of the generator (True at its end); its codec decoding, if staged, is
         left in `speech.decoding` for the following steps."""
-        voices = (
+        voice_cache = (
             contextlib.nullcontext() if self.voice_cache is None else self.voice_cache.serving()
         )
         if self._staging is None:
             try:
-                with voices:
+                with voice_cache:
                     result = next(speech.generation)
             except StopIteration:
                 return True
             self._take(speech, result)
             return False
-        with voices, self._staging.deferring() as ops:
+        with voice_cache, self._staging.deferring() as ops:
             try:
                 result = next(speech.generation)
             except StopIteration:

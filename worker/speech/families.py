@@ -66,8 +66,10 @@ class Family:
     voice_required: bool = False  # a request must name a preset or bring reference audio
     passes_voice: bool = False  # the preset name goes to generate(voice=...)
     default_first_voice: bool = False  # no voice named: the first preset (CustomVoice needs one)
-    # Loads what mlx-audio would otherwise load on the first request (MOSS-TTS-Nano's codec),
-    # so that a checkpoint missing a part fails at start, not in a client's request.
+    # Readies a loaded model: loads what mlx-audio would otherwise load on the first request
+    # (MOSS-TTS-Nano's codec), so that a checkpoint missing a part fails at start, not in a
+    # client's request; builds the server's own parts (Kokoro's front end); gives a decoder
+    # its faster CPU forms (Qwen3-TTS's codec).
     prepare: Callable[[Any], None] = lambda model: None
     # The generation a request's kwargs drive: mlx-audio's `model.generate(**kwargs)`, except
     # for Kokoro (the server's own text front end: worker/speech/kokoro_speaker.py).

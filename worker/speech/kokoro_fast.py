@@ -16,7 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin
+from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin, taps_conv1d
 
 
 def _adain_snake(x: mx.array, gamma: mx.array, beta: mx.array, alpha: mx.array) -> mx.array:
@@ -56,14 +56,7 @@ def _taps_conv(x: mx.array, conv: Any) -> mx.array:
     from mlx_audio.tts.models.kokoro.istftnet import weight_norm
 
     weight = weight_norm(conv.weight_v, conv.weight_g, dim=0)  # (C_out, K, C_in)
-    padding, dilation = conv.padding, conv.dilation
-    batch, length, _ = x.shape
-    if padding:
-        x = mx.pad(x, [(0, 0), (padding, padding), (0, 0)])
-    out = mx.broadcast_to(conv.bias, (batch, length, weight.shape[0]))
-    for k in range(weight.shape[1]):
-        out = mx.addmm(out, x[:, k * dilation : k * dilation + length], weight[:, k].T)
-    return out
+    return taps_conv1d(x, weight, conv.bias, conv.padding, conv.dilation)
 
 
 def adain_resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:

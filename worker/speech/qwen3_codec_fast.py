@@ -10,7 +10,7 @@ without forking mlx-audio and without touching any other model: each `nn.Conv1d`
 `__call__` computes the same math that way (the decoder's own code, mlx-audio's streaming
 buffers and the worker's staged replay, worker/speech/staged.py, are unchanged). Grouped
 convolutions keep the stock kernel. 19x faster per frame at the real size; the audio is the
-stock decoder's to float rounding (within 3e-4 of full scale on random weights; tests/unit/
+stock decoder's to float rounding (within 4e-4 of full scale on random weights; tests/unit/
 test_speech_qwen3_codec_fast.py). Only where MLX runs on the CPU: on a GPU the stock kernels
 are the fast ones, and nothing is installed.
 """
@@ -23,11 +23,21 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin
+from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin, taps_conv1d
+
+# Above this, a convolution's im2col copy of its input (the taps side by side) is not made:
+# one product per tap instead. Streamed decoding (a frame or a few at a time) stays below it,
+# where im2col is the faster (0.16 against 0.25 s a frame at the real size); a whole clip
+# decoded at once (300 frames) would need ~1.5 GB for the last block's copies.
+IM2COL_MAX_BYTES = 64 << 20
 
 
 class FastConv1d(nn.Conv1d):
     def __call__(self, x: mx.array) -> mx.array:
+        copy = x.nbytes * self.weight.shape[1]
+        if copy > IM2COL_MAX_BYTES and self.stride == 1 and self.groups == 1:
+            bias = self.bias if "bias" in self else None
+            return taps_conv1d(x, self.weight, bias, self.padding, self.dilation)
         y = conv1d(x, self.weight, self.stride, self.padding, self.dilation, self.groups)
         return y + self.bias if "bias" in self else y
 
@@ -40,6 +50,7 @@ class FastConvTranspose1d(nn.ConvTranspose1d):
             stride=self.stride,
             padding=self.padding,
             dilation=self.dilation,
+            groups=getattr(self, "groups", 1),  # (MLX's layer has none yet)
             output_padding=self.output_padding,
         )
         return y + self.bias if "bias" in self else y

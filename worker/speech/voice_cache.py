@@ -16,11 +16,14 @@ worker/speech/staged.py's `deferring`) and puts stand-ins on the model for its d
 - `talker`: the prefill is run in two calls, the voice's prefix (everything before the text,
   found by `_prepare_*_inputs`' stand-ins from the text's token count) and then the rest; the
   prefix's KV is kept by the content of the prefix's input embeddings, so a later request in
-  the same voice starts from it and prefills only its own text.
+  the same voice starts from it and prefills only its own text (an in-context clone: its text
+  and, after it, the clip's codec frames, which mlx-audio places after the text and which are
+  therefore prefilled every time).
 Every key is a content hash (sha256 of the arrays' bytes), so a changed reference clip or
 description is another entry: stale audio cannot be served. Entries live in one LRU bounded in
-bytes (`max_bytes`; 0 keeps nothing, and the work is done as with a cache that never hits);
-prefix tokens looked up and reused, and entries evicted, are counted for /metrics.
+bytes (`max_bytes`; 0 keeps nothing, and the work is done as with a cache that never hits).
+Counted for /metrics as vLLM counts its prefix cache: the prefills' tokens (queried), those
+whose KV was reused (hit), and entries evicted.
 
 Why the audio is mlx-audio's own: the prefix's KV and the rest's logits computed in two calls
 are, on the CPU, bit for bit those of one call (each row's matmuls, attention over the same
@@ -48,18 +51,13 @@ _TEXT_TEMPLATE = "<|im_start|>assistant\n{}<|im_end|>\n<|im_start|>assistant\n"
 _TEMPLATE_TOKENS = 8
 
 
-def digest(*arrays: Any) -> str:
-    """sha256 over arrays' dtype, shape and bytes (and any strings given)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        if isinstance(a, str):
-            h.update(b"s" + a.encode())
-            continue
-        if isinstance(a, mx.array) and a.dtype == mx.bfloat16:  # numpy has no bfloat16
-            a = a.view(mx.uint16)
-        value = np.asarray(a)
-        h.update(f"{value.dtype}{value.shape}".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
+def digest(array: Any) -> str:
+    """sha256 over an array's dtype, shape and bytes."""
+    if isinstance(array, mx.array) and array.dtype == mx.bfloat16:  # numpy has no bfloat16
+        array = array.view(mx.uint16)
+    value = np.ascontiguousarray(np.asarray(array))
+    h = hashlib.sha256(f"{value.dtype}{value.shape}".encode())
+    h.update(value.tobytes())
     return h.hexdigest()
 
 
@@ -84,6 +82,8 @@ class VoiceCache:
         self._plain = _bind(cls._prepare_generation_inputs, model)
         self._in_context = _bind(cls._prepare_icl_generation_inputs, model)
         self._xvector = _bind(cls.extract_speaker_embedding, model)
+        self._plain_signature = inspect.signature(self._plain)
+        self._in_context_signature = inspect.signature(self._in_context)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -128,20 +128,8 @@ class VoiceCache:
             "_prepare_icl_generation_inputs": self._icl_inputs(talker),
             "extract_speaker_embedding": self._speaker_embedding,
         }
-        # object.__setattr__: an instance attribute over the class's method or the Module's
-        # child, without mlx's Module.__setattr__ (which would change the module tree); one
-        # already there (another stand-in) is put back after.
-        before = {name: vars(model)[name] for name in stand_ins if name in vars(model)}
-        for name, value in stand_ins.items():
-            object.__setattr__(model, name, value)
-        try:
+        with standing_in(model, stand_ins):
             yield
-        finally:
-            for name in stand_ins:
-                if name in before:
-                    object.__setattr__(model, name, before[name])
-                else:
-                    object.__delattr__(model, name)
 
     def _speaker_embedding(self, audio: mx.array, sr: int = 24000) -> mx.array:
         key = ("x-vector", digest(audio), str(sr))
@@ -152,11 +140,9 @@ class VoiceCache:
         return cached
 
     def _plain_inputs(self, talker: _Talker) -> Any:
-        signature = inspect.signature(self._plain)
-
         def prepare(*args: Any, **kwargs: Any) -> Any:
             out = self._plain(*args, **kwargs)
-            text = signature.bind(*args, **kwargs).arguments["text"]
+            text = self._plain_signature.bind(*args, **kwargs).arguments["text"]
             # The text's tokens, its end, then the codec's pad + bos: the rest is the voice.
             talker.prefix = out[0].shape[1] - (self._text_tokens(text) + 2)
             return out
@@ -164,17 +150,11 @@ class VoiceCache:
         return prepare
 
     def _icl_inputs(self, talker: _Talker) -> Any:
-        signature = inspect.signature(self._in_context)
-        model = self._model
-
         def prepare(*args: Any, **kwargs: Any) -> Any:
-            arguments = signature.bind(*args, **kwargs).arguments
+            arguments = self._in_context_signature.bind(*args, **kwargs).arguments
             key = ("clip", digest(arguments["ref_audio"]), arguments["ref_text"])
-            object.__setattr__(model, "_icl_cache", _ClipCodes(self, key))
-            try:
+            with standing_in(self._model, {"_icl_cache": _ClipCodes(self, key)}):
                 out = self._in_context(*args, **kwargs)
-            finally:
-                object.__delattr__(model, "_icl_cache")
             # The target text's tokens and its end, then codec bos + the clip's frames.
             rest = self._text_tokens(arguments["text"]) + 1 + out[3].shape[2] + 1
             talker.prefix = out[0].shape[1] - rest
@@ -192,16 +172,15 @@ class VoiceCache:
         head = embeds[:, :prefix]
         key = ("prefix", digest(head))
         kept = self.get(key)
-        self._count(queried=prefix, hit=0 if kept is None else prefix)
+        self._count(queried=embeds.shape[1], hit=0 if kept is None else prefix)
         if kept is None:
             talker(head, cache=cache)
-            # Copies of the prefix's rows (a view would hold the whole buffer).
-            kept = [
-                (mx.contiguous(c.keys[..., :prefix, :]), mx.contiguous(c.values[..., :prefix, :]))
-                for c in cache
-            ]
-            mx.eval(kept)
-            self.put(key, kept)
+            views = [(c.keys[..., :prefix, :], c.values[..., :prefix, :]) for c in cache]
+            if _nbytes(views) <= self.max_bytes:
+                # Copies of the prefix's rows (a view would hold the whole buffer).
+                kept = [(mx.contiguous(k), mx.contiguous(v)) for k, v in views]
+                mx.eval(kept)
+                self.put(key, kept)
         else:
             for layer, (keys, values) in zip(cache, kept, strict=True):
                 # A new array at the next write (the buffer is exactly `prefix` long), so the
@@ -216,9 +195,9 @@ class VoiceCache:
 class _Talker:
     """Stands in for `model.talker`: the request's first prefill goes through the cache."""
 
-    def __init__(self, real: Any, voices: VoiceCache) -> None:
+    def __init__(self, real: Any, voice_cache: VoiceCache) -> None:
         self._real = real
-        self._voices = voices
+        self._voice_cache = voice_cache
         self.prefix: int | None = None  # set by the inputs' stand-ins, used once
 
     def __call__(self, inputs_embeds: mx.array, cache: Any = None, **kwargs: Any) -> Any:
@@ -233,7 +212,7 @@ class _Talker:
         if not usable:
             return self._real(inputs_embeds, cache=cache, **kwargs)
         assert prefix is not None
-        return self._voices.prefill(self._real, inputs_embeds, prefix, cache)
+        return self._voice_cache.prefill(self._real, inputs_embeds, prefix, cache)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -243,21 +222,40 @@ class _ClipCodes:
     """Stands in for `model._icl_cache` during one `_prepare_icl_generation_inputs` call:
     mlx-audio's key (transcript, (length, sum)) is replaced by the clip's content digest."""
 
-    def __init__(self, voices: VoiceCache, key: tuple[str, ...]) -> None:
-        self._voices = voices
+    def __init__(self, voice_cache: VoiceCache, key: tuple[str, ...]) -> None:
+        self._voice_cache = voice_cache
         self._key = key
 
     def __contains__(self, _key: object) -> bool:
-        return self._voices.get(self._key) is not None
+        return self._voice_cache.get(self._key) is not None
 
     def __getitem__(self, _key: object) -> Any:
-        value = self._voices.get(self._key)
+        value = self._voice_cache.get(self._key)
         if value is None:
             raise KeyError(self._key)
         return value
 
     def __setitem__(self, _key: object, value: Any) -> None:
-        self._voices.put(self._key, value)
+        self._voice_cache.put(self._key, value)
+
+
+@contextlib.contextmanager
+def standing_in(model: Any, stand_ins: dict[str, Any]) -> Iterator[None]:
+    """`model`'s attributes `stand_ins` while inside. object.__setattr__: an instance
+    attribute over the class's method or the Module's child (or dict item), without mlx's
+    Module.__setattr__ (which would change the module tree); an instance attribute already
+    there (another stand-in) is put back after."""
+    before = {name: vars(model)[name] for name in stand_ins if name in vars(model)}
+    for name, value in stand_ins.items():
+        object.__setattr__(model, name, value)
+    try:
+        yield
+    finally:
+        for name in stand_ins:
+            if name in before:
+                object.__setattr__(model, name, before[name])
+            else:
+                object.__delattr__(model, name)
 
 
 def _bind(function: Any, owner: Any) -> Any:

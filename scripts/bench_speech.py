@@ -128,26 +128,22 @@ def server_run(
 def stock_decoder(engine) -> Iterator[None]:
     """mlx-audio's own decoder while inside (the worker's faster CPU forms taken out). The
     streamed path only: a non-streamed decode mlx-audio already compiled keeps its trace."""
-    if engine.family.name not in ("kokoro", "qwen3_tts"):
-        raise SystemExit(f"--stock: {engine.family.label} has no faster forms to take out")
-    if engine.family.name == "kokoro":
-        from worker.speech import kokoro_fast
-
-        kokoro_fast.uninstall()
-        try:
-            yield
-        finally:
-            kokoro_fast.install()
-        return
-    from worker.speech import qwen3_codec_fast
+    from worker.speech import kokoro_fast, qwen3_codec_fast
     from worker.speech.staged import unwrap_decoder
 
-    decoder = unwrap_decoder(engine.model.speech_tokenizer.decoder)
-    qwen3_codec_fast.uninstall(decoder)
+    if engine.family.name == "kokoro":
+        uninstall, install = kokoro_fast.uninstall, kokoro_fast.install
+    elif engine.family.name == "qwen3_tts":
+        decoder = unwrap_decoder(engine.model.speech_tokenizer.decoder)
+        uninstall = lambda: qwen3_codec_fast.uninstall(decoder)  # noqa: E731
+        install = lambda: qwen3_codec_fast.install(decoder)  # noqa: E731
+    else:
+        raise SystemExit(f"--stock: {engine.family.label} has no faster forms to take out")
+    uninstall()
     try:
         yield
     finally:
-        qwen3_codec_fast.install(decoder)
+        install()
 
 
 def median(runs: list[Run], key: str) -> float:

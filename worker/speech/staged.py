@@ -46,6 +46,8 @@ from typing import Any
 
 import mlx.core as mx
 
+from worker.speech.stand_in import standing_in
+
 log = logging.getLogger(__name__)
 
 RESET = "reset"  # a recorded reset_streaming_state(); any other op is a chunk of codes
@@ -101,13 +103,8 @@ class CodecStaging:
     def deferring(self) -> Iterator[list[Any]]:
         """While inside, the model's streaming decoder calls are recorded into the list."""
         recorder = _Recorder(self._wrapper, self._total_upsample)
-        # object.__setattr__: mlx's Module.__setattr__ would also drop the decoder module
-        # from the tokenizer's children.
-        object.__setattr__(self._tokenizer, "decoder", recorder)
-        try:
+        with standing_in(self._tokenizer, {"decoder": recorder}):
             yield recorder.ops
-        finally:
-            object.__setattr__(self._tokenizer, "decoder", self._wrapper)
 
     def decode(self, ops: list[Any]) -> Generator[None, None, mx.array | None]:
         """Replays recorded calls in order, a yield after each stage; returns the audio of the

@@ -44,6 +44,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from worker.speech.stand_in import standing_in
+
 DEFAULT_VOICE_CACHE_BYTES = 64 << 20
 # The chat template mlx-audio wraps the text in; the text's own tokens are all but its first 3
 # (the role) and last 5 (`<|im_end|>\n<|im_start|>assistant\n`).
@@ -237,25 +239,6 @@ class _ClipCodes:
 
     def __setitem__(self, _key: object, value: Any) -> None:
         self._voice_cache.put(self._key, value)
-
-
-@contextlib.contextmanager
-def standing_in(model: Any, stand_ins: dict[str, Any]) -> Iterator[None]:
-    """`model`'s attributes `stand_ins` while inside. object.__setattr__: an instance
-    attribute over the class's method or the Module's child (or dict item), without mlx's
-    Module.__setattr__ (which would change the module tree); an instance attribute already
-    there (another stand-in) is put back after."""
-    before = {name: vars(model)[name] for name in stand_ins if name in vars(model)}
-    for name, value in stand_ins.items():
-        object.__setattr__(model, name, value)
-    try:
-        yield
-    finally:
-        for name in stand_ins:
-            if name in before:
-                object.__setattr__(model, name, before[name])
-            else:
-                object.__delattr__(model, name)
 
 
 def _bind(function: Any, owner: Any) -> Any:

@@ -62,12 +62,25 @@ log = logging.getLogger(__name__)
 
 
 class KvKeeper(Protocol):
-    """Where an ended request's KV goes instead of the prefix cache (a vision model's: its
-    conversation state, worker/vision/engine.py)."""
+    """Where an ended request's KV goes: the prefix cache (`PrefixKeeper`), or a vision
+    model's conversation state (worker/vision/engine.py)."""
 
     def wants(self, request: TextRequest) -> bool: ...  # whether to take it out of the batch
 
     def keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class PrefixKeeper:
+    """The text engine's KvKeeper: an ended request's KV to the prefix cache."""
+
+    prefix: PrefixReuse
+
+    def wants(self, request: TextRequest) -> bool:
+        return self.prefix.enabled
+
+    def keep(self, request: TextRequest, tokens: list[int], cache: list[Any]) -> None:
+        self.prefix.store(tokens, cache)
 
 
 @dataclass(slots=True)
@@ -95,14 +108,14 @@ class BatchTextEngine:
         keeper: KvKeeper | None = None,
     ) -> None:
         self._text_model = text_model
-        # What every model call is built under, given its rows' requests (a vision model's
-        # positions), and where an ended request's KV goes instead of the prefix cache (a
-        # vision conversation's): see `join`.
-        self._rows = rows
-        self._keeper = keeper
         self._settings = settings
         self._max_num_seqs = max_num_seqs
         self._prefix = prefix or PrefixReuse(None)
+        # What every model call is built under, given its rows' requests (a vision model's
+        # positions), and where an ended request's KV goes (the prefix cache, or a vision
+        # conversation's state): see `join`.
+        self._rows = rows
+        self._keeper: KvKeeper = keeper or PrefixKeeper(self._prefix)
         self._pacer = pacer or PrefillPacer(settings.prefill_step_size, ratio=0)
         # Paced chunks ride in the decode step's forward pass (worker/text/fused_forward.py);
         # unpaced, every chunk is a whole prefill_step_size, as in mlx-lm.
@@ -306,16 +319,12 @@ class BatchTextEngine:
         return delta
 
     def _leave(self, entry: _Entry, store: bool, in_generator: bool = True) -> None:
-        """Takes a request out of the batch; its cache goes to the prefix cache when `store`
-        and it got past its prefill."""
+        """Takes a request out of the batch; its cache goes to the keeper (the prefix cache)
+        when `store` and it got past its prefill."""
         self._forget(entry)
         if not in_generator:
             return
-        if self._keeper is not None:
-            keeps = self._keeper.wants(entry.request)
-        else:
-            keeps = self._prefix.enabled
-        keep = store and keeps and bool(entry.request.generated)
+        keep = store and self._keeper.wants(entry.request) and bool(entry.request.generated)
         keep = keep and entry.request.adapter == BASE
         caches = self._generator.remove([entry.uid], return_prompt_caches=keep)
         if keep and entry.uid in caches:
@@ -332,10 +341,7 @@ class BatchTextEngine:
         if extra > 0:
             cache = trimmed(cache, extra)
             tokens = tokens[:-extra]
-        if self._keeper is not None:
-            self._keeper.keep(request, tokens, cache)
-        else:
-            self._prefix.store(tokens, cache)
+        self._keeper.keep(request, tokens, cache)
 
     def _forget(self, entry: _Entry) -> None:
         self._by_id.pop(entry.request.request_id, None)

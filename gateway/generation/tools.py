@@ -39,6 +39,16 @@ def function_tool(
     return {"type": "function", "function": function}
 
 
+def is_deferred(tool: dict[str, Any], path: str) -> bool:
+    """Whether a tool is marked `defer_loading: true` (Anthropic's and OpenAI's tool search):
+    its definition stays out of the model's context until a tool search loads it, and this
+    server runs no tool search, so the tool is left out of the prompt (and cannot be called)."""
+    deferred = tool.get("defer_loading", False)
+    if not isinstance(deferred, bool):
+        raise invalid(f"{path}.defer_loading", f"`{path}.defer_loading` must be a boolean")
+    return deferred
+
+
 def named_choice(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 

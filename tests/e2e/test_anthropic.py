@@ -179,6 +179,26 @@ def test_count_tokens_equals_the_prompt(client, qwen3_path):
     assert count.input_tokens == len(direct.chat_prompt(qwen3_path, chat_messages()))
 
 
+def test_a_deferred_tool_stays_out_of_the_prompt(client, qwen3_path):
+    """`defer_loading: true` (Claude Code sends a placeholder so marked with its tools): the
+    tool waits for a tool search, which this server does not run, so the prompt is the one
+    without it, and a malformed flag is a 400 naming it."""
+    placeholder = {"name": "Placeholder", "description": "Never call this.",
+                   "input_schema": {"type": "object", "properties": {}}, "defer_loading": True}  # fmt: skip
+
+    def counted(tools):
+        return client.messages.count_tokens(
+            model=model_name(qwen3_path), messages=MESSAGES, tools=tools
+        ).input_tokens
+
+    without = counted([TOOL])
+    assert counted([placeholder, TOOL]) == without
+    assert counted([{**placeholder, "defer_loading": False}, TOOL]) > without
+    with pytest.raises(anthropic.BadRequestError) as info:
+        counted([{**placeholder, "defer_loading": "yes"}, TOOL])
+    assert "tools[0].defer_loading" in info.value.body["error"]["message"]
+
+
 def test_unsupported_block_is_an_anthropic_400(client, qwen3_path):
     image = {
         "type": "image",

@@ -101,6 +101,22 @@ def test_function_call_answered_through_previous_response_id(default_server, qwe
     assert fetched.output_text == second.output_text
 
 
+def test_a_deferred_function_stays_out_of_the_prompt(default_server, qwen3_path):
+    """`defer_loading: true` (tool search): no tool search runs here, so the function is left
+    out of the prompt, and the Response repeats it as sent."""
+    deferred = {**TOOL, "name": "get_time", "defer_loading": True}
+
+    def prompt_tokens(tools):
+        return create(default_server, qwen3_path, input=PROMPT, tools=tools, max_output_tokens=1)
+
+    with_deferred, without = prompt_tokens([deferred, TOOL]), prompt_tokens([TOOL])
+    assert with_deferred.usage.input_tokens == without.usage.input_tokens
+    loaded = prompt_tokens([{**deferred, "defer_loading": False}, TOOL])
+    assert loaded.usage.input_tokens > without.usage.input_tokens
+    assert [t.name for t in with_deferred.tools] == ["get_time", "get_weather"]
+    assert with_deferred.tools[0].defer_loading is True
+
+
 def test_json_schema_text_format(default_server, qwen3_path):
     response = create(
         default_server,

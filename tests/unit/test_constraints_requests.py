@@ -78,6 +78,18 @@ def test_a_bare_json_call_is_a_call_unless_tool_choice_is_none(qwen3, choice):
         assert content == "" and calls[0].name == "get_weather" and finish == "tool_calls"
 
 
+def test_auto_tools_on_a_bare_call_parser_get_the_lazy_grammar(qwen3):
+    """Hermes reads bare calls, so a tool request answered outside reasoning is guarded
+    (constraints/bare_calls.py); not with tool_choice none, nor without tools."""
+    no_thinking = {"chat_template_kwargs": {"enable_thinking": False}}
+    assert len(features(qwen3, {"tools": [TOOL], **no_thinking}).logits_processors) == 1
+    assert (
+        features(qwen3, {"tools": [TOOL], "tool_choice": "none", **no_thinking}).logits_processors
+        == []
+    )
+    assert features(qwen3, no_thinking).logits_processors == []
+
+
 def test_a_bare_json_object_without_tools_is_content(qwen3):
     parser = features(qwen3, {}).parser
     delta = parser.feed(BARE_CALL)

@@ -25,7 +25,12 @@ from worker.text.constraints.llg import (
     lark_grammar,
     regex_grammar,
 )
-from worker.text.parsers.families import Function, GrammarBuilder, literal
+from worker.text.parsers.families import (
+    Function,
+    GrammarBuilder,
+    call_objects_schema,
+    literal,
+)
 
 RESPONSE_FORMAT_FIELD = "response_format"
 
@@ -62,11 +67,38 @@ def tool_call_grammar(
             f"tool_choice 'required' or a named function cannot be enforced for this model's "
             f"tool-call format ({name}); use tool_choice 'auto'"
         )
+    return lark_grammar(builder(_functions(tools), parallel, LlgKit(tokenizer, lenient=True)))
+
+
+def bare_call_grammar(tokenizer: Any, tools: Sequence[Mapping[str, Any]]) -> str:
+    """The grammar of a response that is one call to `tools` written as a bare JSON object
+    (`{"name": ..., "arguments": {...}}`), after optional blank text, optionally inside one
+    ```json fence (constraints/bare_calls.py). One call, then the end: a small model that
+    may write more repeats its call line after line until max_tokens (measured there)."""
+    kit = LlgKit(tokenizer, lenient=True)
+    call = kit.json(call_objects_schema(_functions(tools)))
+    return lark_grammar(
+        "\n".join(
+            [
+                "start: LEAD (call | fenced)",
+                "LEAD: /[ \\t\\r\\n]*/",
+                f"fenced: {literal(BARE_CALL_FENCE)} /[ \\t]*\\n/ call /\\n?```/",
+                f"call: {call}",
+            ]
+        )
+    )
+
+
+BARE_CALL_FENCE = "```json"
+
+
+def _functions(tools: Sequence[Mapping[str, Any]]) -> list[Function]:
+    """(name, parameters) of OpenAI tool objects, objects closed (`closed_objects`) and
+    lenient unless the function is `strict` (OpenAI's: unsupported keywords are an error)."""
     functions: list[Function] = []
     for tool in tools:
         function = tool["function"]
         parameters = closed_objects(function.get("parameters") or {})
-        # OpenAI's per-function strict: unsupported schema keywords are then an error.
         own = (
             parameters.get("x-guidance")
             if isinstance(parameters.get("x-guidance"), Mapping)
@@ -74,8 +106,7 @@ def tool_call_grammar(
         )
         parameters["x-guidance"] = {"lenient": function.get("strict") is not True, **own}
         functions.append((function["name"], parameters))
-    kit = LlgKit(tokenizer, lenient=True)
-    return lark_grammar(builder(functions, parallel, kit))
+    return functions
 
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")

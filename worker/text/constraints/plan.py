@@ -3,6 +3,9 @@ constraint, a thinking budget. On a harmony model (GPT-OSS) a forced call is one
 and a constraint applies to the body of one `final` message, either after an optional
 analysis message (worker/text/parsers/harmony.py).
 
+With tools and tool_choice "auto" on a parser that reads bare JSON calls, a lazy grammar holds
+a response that opens a call to it (bare_calls.py).
+
 Returns the request's ConstraintProcessor, or None when nothing is constrained (the common
 case costs nothing per token). A forced call and a response_format together are a 400: the
 answer cannot be both a tool call and a JSON document.
@@ -14,6 +17,7 @@ from typing import Any
 
 from protocol.inputs import Constraint
 from worker.runtime.errors import bad_request
+from worker.text.constraints.bare_calls import bare_call_trigger
 from worker.text.constraints.close_out import close_out_candidates
 from worker.text.constraints.grammars import constraint_grammar, tool_call_grammar
 from worker.text.constraints.llg import LlgKit, compile_matcher
@@ -71,9 +75,13 @@ def plan_constraint(
     budget = options.thinking_budget if gate is not None else None
     if gate is not None and grammar is not None and budget is None:
         budget = max(1, max_tokens // 2)
-    if grammar is None and budget is None:
+    trigger = None
+    if grammar is None and gate is None and _guards_bare_calls(model, options):
+        trigger = bare_call_trigger(tokenizer, options.tools)
+    if grammar is None and budget is None and trigger is None:
         return None
     matcher = compile_matcher(tokenizer, grammar, field) if grammar is not None else None
+    masks = matcher is not None or trigger is not None
     vocab = len(getattr(tokenizer, "_tokenizer", tokenizer))
     return ConstraintProcessor(
         matcher,
@@ -81,6 +89,19 @@ def plan_constraint(
         eos_ids=sorted(tokenizer.eos_token_ids),
         gate=gate,
         thinking_budget=budget,
-        max_tokens=max_tokens if matcher is not None else None,
-        close_candidates=close_out_candidates(tokenizer) if matcher is not None else None,
+        max_tokens=max_tokens if masks else None,
+        close_candidates=close_out_candidates(tokenizer) if masks else None,
+        trigger=trigger,
+    )
+
+
+def _guards_bare_calls(model: Any, options: Any) -> bool:
+    """A request with tools, tool_choice "auto", on a parser that reads bare JSON calls."""
+    tools = model.tools
+    return (
+        bool(options.tools)
+        and options.tool_choice == "auto"
+        and not model.harmony
+        and tools is not None
+        and tools.bare_calls
     )

@@ -14,6 +14,8 @@ tokens begin; each later call consumes the tokens appended since, then masks the
 - otherwise only the tokens the grammar allows: llguidance computes the mask as a bitmask (one
   bit per token id, in Rust), unpacked by numpy and applied with one `mx.where`, so the
   Python work per token is a few calls. When the grammar is complete the mask holds only EOS, which ends the response;
+- a lazy grammar (bare_calls.py) has no matcher until the response opens a call; then it
+  masks as above;
 - in the last tokens of max_tokens, the answer is steered to its end (close_out.py) and
   `closed_out` is set, so that the response reports "length".
 """
@@ -44,8 +46,10 @@ class ConstraintProcessor:
         thinking_budget: int | None = None,
         max_tokens: int | None = None,
         close_candidates: close_out.CloseOut | None = None,
+        trigger: Any | None = None,
     ) -> None:
         self._matcher = matcher
+        self._trigger = trigger  # bare_calls.BareCallTrigger: the matcher comes when it fires
         self._gate = gate
         self._budget = thinking_budget
         self._eos_ids = eos_ids
@@ -72,6 +76,9 @@ class ConstraintProcessor:
 
     def _advance(self, token: int) -> None:
         if self._gate is not None and not self._gate.advance(token):
+            return
+        if self._matcher is None and self._trigger is not None:
+            self._matcher = self._trigger.advance(token)  # consumed `token` when it fires
             return
         if self._matcher is not None and not self._failed:
             if not self._matcher.consume_token(token):

@@ -155,4 +155,4 @@ def wrapping(family: ToolFormat) -> ToolFormat:
     def make_parser(context: ToolContext) -> CallParser:
         return BareJsonCalls(context, family.make_parser(context))
 
-    return ToolFormat(family.name, make_parser, family.grammar)
+    return ToolFormat(family.name, make_parser, family.grammar, bare_calls=True)

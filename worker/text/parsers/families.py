@@ -41,6 +41,9 @@ class ToolFormat:
     name: str
     make_parser: Callable[[ToolContext], CallParser]
     grammar: GrammarBuilder | None = None
+    # Its parser also reads calls written as a bare JSON object (parsers/bare_json.py), which
+    # a response with tools is then held to once it opens with one (constraints/bare_calls.py)
+    bare_calls: bool = False
 
 
 def literal(text: str) -> str:

@@ -39,14 +39,17 @@ def function_tool(
     return {"type": "function", "function": function}
 
 
-def is_deferred(tool: dict[str, Any], path: str) -> bool:
-    """Whether a tool is marked `defer_loading: true` (Anthropic's and OpenAI's tool search):
-    its definition stays out of the model's context until a tool search loads it, and this
-    server runs no tool search, so the tool is left out of the prompt (and cannot be called)."""
-    deferred = tool.get("defer_loading", False)
+def marked_deferred(
+    tool: dict[str, Any], request_tool: dict[str, Any], path: str
+) -> dict[str, Any]:
+    """`tool` (function_tool's) marked `defer_loading` when the request's tool says so
+    (Anthropic's and OpenAI's tool search): its definition stays out of the model's context
+    until a tool search loads it, and this server runs no tool search, so `tool_inputs`
+    leaves it out of the prompt, and it cannot be called."""
+    deferred = request_tool.get("defer_loading", False)
     if not isinstance(deferred, bool):
         raise invalid(f"{path}.defer_loading", f"`{path}.defer_loading` must be a boolean")
-    return deferred
+    return {**tool, "defer_loading": True} if deferred else tool
 
 
 def named_choice(name: str) -> dict[str, Any]:
@@ -61,13 +64,23 @@ def tool_inputs(
     tools_param: str = "tools",
     choice_param: str = "tool_choice",
 ) -> dict[str, Any]:
-    """The worker inputs' `tools`, `tool_choice` and `parallel_tool_calls` (only those set)."""
+    """The worker inputs' `tools`, `tool_choice` and `parallel_tool_calls` (only those set);
+    tools marked deferred (`marked_deferred`) are checked with the others and left out."""
     names = [tool["function"]["name"] for tool in tools]
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
             raise invalid(f"{tools_param}[{i}].name", f"Tool name {name!r} is defined twice")
         seen.add(name)
+    deferred = {tool["function"]["name"] for tool in tools if tool.get("defer_loading")}
+    if isinstance(choice, dict) and choice["function"]["name"] in deferred:
+        raise invalid(
+            choice_param,
+            f"`{choice_param}` names the tool {choice['function']['name']!r}, which is deferred "
+            "(`defer_loading: true`); no tool search runs here to load it",
+        )
+    tools = [tool for tool in tools if not tool.get("defer_loading")]
+    seen -= deferred
     inputs: dict[str, Any] = {}
     if tools:
         inputs["tools"] = tools

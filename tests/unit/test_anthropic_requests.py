@@ -151,6 +151,20 @@ def test_tools_become_function_tools():
     }
 
 
+def test_a_deferred_tool_is_checked_and_left_out():
+    """`defer_loading: true` waits for a tool search, which no one runs here: the tool is not
+    sent to the worker, naming it in tool_choice is a 400 saying so, and it still counts for
+    duplicate names and its own checks."""
+    deferred = {**TOOL, "name": "later", "defer_loading": True}
+    assert [t["function"]["name"] for t in inputs(tools=[deferred, TOOL]).tools] == ["weather"]
+    assert inputs(tools=[deferred]).tools == []
+    error = rejected(tools=[deferred, TOOL], tool_choice={"type": "tool", "name": "later"})
+    assert "deferred" in error.message and "later" in error.message
+    assert "defined twice" in rejected(tools=[TOOL, {**TOOL, "defer_loading": True}]).message
+    assert "tools[0].defer_loading" in rejected(tools=[{**deferred, "defer_loading": 1}]).message
+    assert "tools[0].name" in rejected(tools=[{**deferred, "name": ""}]).message
+
+
 @pytest.mark.parametrize(
     "choice, expected, parallel",
     [

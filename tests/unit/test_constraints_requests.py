@@ -53,7 +53,7 @@ def test_a_plain_chat_gets_no_logits_processor(qwen3):
     assert features(qwen3, {}).logits_processors == []
 
 
-def test_tools_with_auto_choice_parse_calls_without_constraining(qwen3):
+def test_tools_with_auto_choice_while_thinking_parse_calls_without_constraining(qwen3):
     result = features(qwen3, {"tools": [TOOL]})
     assert result.logits_processors == []
     delta = result.parser.feed('<tool_call>\n{"name": "get_weather", "arguments": {}}\n')

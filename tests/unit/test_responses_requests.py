@@ -140,6 +140,16 @@ def test_function_tools_and_choice_reach_the_worker():
     assert got.tool_choice == {"type": "function", "function": {"name": "weather"}}
 
 
+def test_a_deferred_function_is_checked_left_out_and_echoed():
+    deferred = {**TOOL, "name": "later", "defer_loading": True}
+    parsed = parse(tools=[deferred, TOOL])
+    assert [t["function"]["name"] for t in parsed.generation.inputs.tools] == ["weather"]
+    assert parsed.echo["tools"][0]["defer_loading"] is True
+    error = rejected(tools=[deferred, TOOL], tool_choice={"type": "function", "name": "later"})
+    assert "deferred" in error.message
+    assert "tools[0].defer_loading" in rejected(tools=[{**deferred, "defer_loading": "y"}]).message
+
+
 def test_tools_are_echoed_with_every_field_the_function_tool_schema_requires():
     bare = {"type": "function", "name": "weather"}
     assert parse(tools=[bare]).echo["tools"] == [

@@ -328,3 +328,32 @@ def test_draft_token_counts_out_of_bounds_are_refused(k):
     with pytest.raises(SpeculationError, match="--num-draft-tokens must be between 1 and 16"):
         resolve("ngram", has_draft=False, batch_path_blocker=None, distributed=False,
                 cache_problem=None, num_draft_tokens=k)  # fmt: skip
+
+
+def test_a_lazy_grammar_switched_off_leaves_its_row_verified_with_the_others(
+    text_model,  # noqa: F811
+    monkeypatch,
+):
+    """A tool request (tool_choice auto, thinking off) carries the lazy grammar of bare calls
+    (worker/text/constraints/bare_calls.py); once its answer opened otherwise the processor is
+    inert, and its proposals are verified all at once, not position by position."""
+    from worker.text.speculation import verify
+
+    request_features.configure(None, None, text_model.tokenizer, warm=False)
+    stepwise = []
+    real = verify._stepwise
+    monkeypatch.setattr(verify, "_stepwise", lambda row: stepwise.append(1) or real(row))
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+
+    def submits():
+        messages = [{"role": "user", "content": PROMPTS["xs"]}]
+        params = SamplingParams(max_tokens=40, temperature=0.0)
+        inputs = ChatInputs(
+            messages, params, tools=tools, chat_template_kwargs={"enable_thinking": False}
+        )
+        return [Submit("tools", inputs, True)]
+
+    plain, spec = both(text_model, submits)
+    assert outputs(spec, "tools") == outputs(plain, "tools")
+    assert drafts(spec) > 0
+    assert len(stepwise) <= 1  # at most the step that saw the answer open

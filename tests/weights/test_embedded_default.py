@@ -38,6 +38,44 @@ WEATHER = {
 ASK = [{"role": "user", "content": "What's the weather like in Paris?"}]
 
 
+# A shell tool described at the length agents describe theirs (Claude Code's Bash tool is
+# ~350 words): under it the 0.5B names the call after the command, not the tool.
+SHELL_DESCRIPTION = """Runs a bash command in a shell session and returns its output.
+
+- The working directory carries over between calls when a command succeeds and ends inside the project; otherwise the shell goes back to where it started.
+- Prefer absolute paths, and quote any path that contains spaces.
+- Environment variables and shell functions do not persist between calls.
+- Do not use this tool to read, search or edit files: use `cat`, `grep` or `sed` only when the user asks for them by name, because the dedicated tools give the user a better view.
+- Output is shown to you, not to the user; summarize what matters.
+- `timeout` is in milliseconds: 120000 by default, 600000 at most for a command in the foreground.
+- `run_in_background` runs the command detached: it keeps running across turns and you are told when it exits. With it, `timeout` says how long it may run in the background (600000 by default, 7200000 at most). Do not add `&` yourself.
+
+# Git
+- Interactive flags such as `git rebase -i` or `git add -i` are not supported here.
+- Commit or push only when the user asks; if on the default branch, make a branch first.
+- Never commit files that likely hold secrets, such as .env or credentials.json, and warn the user if they ask you to.
+- End commit messages with the attribution lines the conversation gives, when it gives any.
+
+# Style
+- Keep each command short and clear; split long pipelines into steps.
+- Explain in one sentence, in `description`, what the command does, in plain words, without repeating the command itself."""
+SHELL = {
+    "name": "Bash",
+    "description": SHELL_DESCRIPTION,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run"},
+            "timeout": {"type": "number", "description": "Optional timeout in milliseconds"},
+            "description": {"type": "string", "description": "What the command does"},
+            "run_in_background": {"type": "boolean", "description": "Run it in the background"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def embedded(qwen_coder, tiny_en, kokoro, tmp_path_factory):
     from tests.weights.conftest import start_server
@@ -83,6 +121,31 @@ def test_the_default_calls_as_direct_mlx_lm_writes(embedded, qwen_coder, direct)
     assert written == {"name": call.function.name, "arguments": json.loads(call.function.arguments)}
     assert reply.usage.prompt_tokens == want["prompt_tokens"]
     assert reply.usage.completion_tokens == len(want["tokens"])
+
+
+def test_a_call_the_default_names_wrong_is_held_to_the_declared_tool(embedded, qwen_coder, direct):
+    """Direct mlx-lm, greedy, answers "run touch done.txt" with a fenced call named `touch`,
+    which is no tool (so a parser reads text); the server holds a reply that opens a bare call
+    to the declared tools (worker/text/constraints/bare_calls.py): the same command, to Bash."""
+    tools = [{"type": "function", "function": SHELL}]
+    ask = [
+        {"role": "system", "content": "You are a coding agent. Use the Bash tool to run commands."},
+        {"role": "user", "content": "Run the shell command: touch done.txt"},
+    ]
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(direct.chat, qwen_coder, ask, 80, tools)
+        reply = openai_client(embedded).chat.completions.create(
+            model=MODEL, messages=ask, tools=tools, temperature=0, max_tokens=80
+        )
+        unguarded = future.result()["text"]
+    written = json.loads(unguarded.strip().removeprefix("```json").removesuffix("```"))
+    assert written["name"] != "Bash"  # the premise: unguarded, the call names no tool
+    assert written["arguments"]["command"] == "touch done.txt"
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "Bash"
+    assert json.loads(call.function.arguments)["command"] == "touch done.txt"
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -403,6 +403,11 @@ class BatchTextEngine:
         return Speculator(proposer, spec.num_draft_tokens)
 
 
+def unwrapped(processor: Callable) -> Callable:
+    """The logits processor inside `_past` / `_guarded` wrappers (verify.py asks it `inert`)."""
+    return getattr(processor, "processor", processor)
+
+
 def _past(processor: Callable, hidden: int) -> Callable:
     """`processor` shown the tokens past the first `hidden` (see `join`)."""
     if not hidden:
@@ -411,6 +416,7 @@ def _past(processor: Callable, hidden: int) -> Callable:
     def run(tokens: mx.array, logits: mx.array) -> mx.array:
         return processor(tokens[hidden:], logits)
 
+    run.processor = unwrapped(processor)  # type: ignore[attr-defined]
     return run
 
 
@@ -426,4 +432,5 @@ def _guarded(entry: _Entry, processor: Callable) -> Callable:
             entry.error = exc
             return logits
 
+    run.processor = unwrapped(processor)  # type: ignore[attr-defined]
     return run

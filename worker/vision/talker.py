@@ -59,7 +59,9 @@ def check_talker_request(vm: VisionModel, inputs: ChatInputs, request: TextReque
         raise bad_request("stop strings with the model's own voice (it would speak past them)")
     if sampling.logprobs is not None:
         raise bad_request("logprobs with the model's own voice")
-    if request.logits_processors:
+    # A lazy grammar of bare calls (constraints/bare_calls.py) is the server's own aid, not
+    # something the request asked for: the talker goes without it.
+    if any(not getattr(p, "guards_only", False) for p in request.logits_processors):
         raise bad_request(
             "logit_bias, penalties, response_format and forced tool calls are not applied "
             "by the talker's thinker loop"

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from gateway.api.anthropic_messages.attribution import without_attribution
-from gateway.generation.tools import function_tool, is_deferred
+from gateway.generation.tools import function_tool, marked_deferred
 from gateway.http.errors import invalid, unknown_field, unsupported
 from gateway.media.parts import MediaCollector, anthropic_image, joined_or_parts
 
@@ -231,8 +231,8 @@ def _tool_use(block: dict, path: str) -> dict[str, Any]:
 
 
 def convert_tools(tools: Any) -> list[dict[str, Any]]:
-    """Client tools (`{name, description, input_schema}`) -> the worker's function tools; a
-    deferred one (`defer_loading: true`) is checked and left out (`is_deferred`)."""
+    """Client tools (`{name, description, input_schema}`) -> the worker's function tools, a
+    deferred one (`defer_loading: true`) marked so (`marked_deferred`)."""
     if tools is None:
         return []
     if not isinstance(tools, list):
@@ -250,15 +250,8 @@ def convert_tools(tools: Any) -> list[dict[str, Any]]:
                 raise unknown_field(f"{path}.{key}")
         if not isinstance(tool.get("input_schema"), dict):
             raise invalid(f"{path}.input_schema", f"`{path}.input_schema` must be an object")
-        if is_deferred(tool, path):
-            continue
-        out.append(
-            function_tool(
-                tool.get("name"),
-                tool.get("description"),
-                tool["input_schema"],
-                path,
-                "input_schema",
-            )
+        checked = function_tool(
+            tool.get("name"), tool.get("description"), tool["input_schema"], path, "input_schema"
         )
+        out.append(marked_deferred(checked, tool, path))
     return out

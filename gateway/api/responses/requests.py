@@ -31,7 +31,7 @@ from gateway.api.responses.store import ResponseStore
 from gateway.api.responses.surface import CREATE, LOGPROBS_INCLUDE
 from gateway.generation.request import GenerationRequest
 from gateway.generation.structured import check_keys, json_schema
-from gateway.generation.tools import function_tool, is_deferred, named_choice, tool_inputs
+from gateway.generation.tools import function_tool, marked_deferred, named_choice, tool_inputs
 from gateway.http.errors import APIError, invalid, unsupported
 from gateway.mcp_rounds.items import APPROVAL_PREFIX, UNANSWERED
 from gateway.mcp_rounds.rounds import ApprovalResponse
@@ -87,8 +87,7 @@ def parse_create(body: dict, store: ResponseStore, default_max_tokens: int) -> R
     inputs: dict[str, Any] = {"messages": system + conversation, "chat_template_kwargs": kwargs}
     raw_tools = f.array(body, "tools") or []
     mcp_tools = parse_tools(raw_tools)
-    checked = [_tool(t, f"tools[{i}]") for i, t in enumerate(raw_tools) if not is_mcp(t)]
-    tools = [tool for tool in checked if tool is not None]
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(raw_tools) if not is_mcp(t)]
     approvals, requested = _approvals(items, earlier_output, mcp_tools)
     unanswered = _unanswered(earlier_output, approvals)
     if unanswered:  # every call in the history gets a result, or templates refuse it
@@ -222,15 +221,15 @@ def _reasoning(body: dict, kwargs: dict[str, Any]) -> None:
         kwargs.setdefault("reasoning_effort", effort)  # what GPT-OSS's template reads
 
 
-def _tool(tool: Any, path: str) -> dict[str, Any] | None:
-    """A function tool in the worker's shape; None for a deferred one (`is_deferred`)."""
+def _tool(tool: Any, path: str) -> dict[str, Any]:
+    """A function tool in the worker's shape, a deferred one marked so (`marked_deferred`)."""
     if not isinstance(tool, dict):
         raise invalid(path, f"`{path}` must be an object")
     if tool.get("type") != "function":
         raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} (only 'function')")
     check_keys(tool, _TOOL_KEYS, path)
     checked = function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), path)
-    return None if is_deferred(tool, path) else checked
+    return marked_deferred(checked, tool, path)
 
 
 def _echo_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from worker.text.constraints.llg import (
     lark_grammar,
     regex_grammar,
 )
+from worker.text.parsers.bare_json import JSON_FENCE
 from worker.text.parsers.families import (
     Function,
     GrammarBuilder,
@@ -72,24 +73,22 @@ def tool_call_grammar(
 
 def bare_call_grammar(tokenizer: Any, tools: Sequence[Mapping[str, Any]]) -> str:
     """The grammar of a response that is one call to `tools` written as a bare JSON object
-    (`{"name": ..., "arguments": {...}}`), after optional blank text, optionally inside one
-    ```json fence (constraints/bare_calls.py). One call, then the end: a small model that
-    may write more repeats its call line after line until max_tokens (measured there)."""
+    (`{"name": ..., "arguments": {...}}`, any JSON whitespace), after optional blank text,
+    optionally inside one ```json fence, then the end (constraints/bare_calls.py)."""
     kit = LlgKit(tokenizer, lenient=True)
-    call = kit.json(call_objects_schema(_functions(tools)))
+    schema = call_objects_schema(_functions(tools))
+    flexible = {"whitespace_flexible": True, "key_separator": ":", "item_separator": ","}
+    call = kit.json({**schema, "x-guidance": flexible})
     return lark_grammar(
         "\n".join(
             [
-                "start: LEAD (call | fenced)",
-                "LEAD: /[ \\t\\r\\n]*/",
-                f"fenced: {literal(BARE_CALL_FENCE)} /[ \\t]*\\n/ call /\\n?```/",
+                "start: BLANK (call | fenced)",
+                "BLANK: /[ \\t\\r\\n]*/",
+                f"fenced: {literal(JSON_FENCE)} /[ \\t]*\\n/ BLANK call /[ \\t\\r\\n]*```/",
                 f"call: {call}",
             ]
         )
     )
-
-
-BARE_CALL_FENCE = "```json"
 
 
 def _functions(tools: Sequence[Mapping[str, Any]]) -> list[Function]:

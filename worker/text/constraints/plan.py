@@ -81,7 +81,6 @@ def plan_constraint(
     if grammar is None and budget is None and trigger is None:
         return None
     matcher = compile_matcher(tokenizer, grammar, field) if grammar is not None else None
-    masks = matcher is not None or trigger is not None
     vocab = len(getattr(tokenizer, "_tokenizer", tokenizer))
     return ConstraintProcessor(
         matcher,
@@ -89,8 +88,10 @@ def plan_constraint(
         eos_ids=sorted(tokenizer.eos_token_ids),
         gate=gate,
         thinking_budget=budget,
-        max_tokens=max_tokens if masks else None,
-        close_candidates=close_out_candidates(tokenizer) if masks else None,
+        # Not for a lazy grammar: a bare call cut off by max_tokens stays content (closing it
+        # would hand a client a call with, say, half a path in its command).
+        max_tokens=max_tokens if matcher is not None else None,
+        close_candidates=close_out_candidates(tokenizer) if matcher is not None else None,
         trigger=trigger,
     )
 

@@ -62,6 +62,22 @@ class ConstraintProcessor:
         self._close_candidates = close_candidates
         self.closed_out = False  # the answer was steered to its end before max_tokens
 
+    @property
+    def guards_only(self) -> bool:
+        """Only a lazy grammar not yet fired: nothing the request itself asked for."""
+        return (
+            self._trigger is not None
+            and self._matcher is None
+            and self._gate is None
+            and self._budget is None
+        )
+
+    @property
+    def inert(self) -> bool:
+        """Masks nothing now or later (a lazy grammar switched off): callers may skip it."""
+        trigger = self._trigger
+        return self.guards_only and trigger is not None and trigger.state == "off"
+
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
         if self._base is None:
             self._base = tokens.size

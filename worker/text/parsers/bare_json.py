@@ -9,7 +9,9 @@ request's tools and has object arguments is that tool call, and so is each such 
 block that directly follows it; the closing fence is layout. Anything else (an object naming
 no declared tool, prose first, a broken object) goes to the family's own parser unchanged, so
 `<tool_call>` blocks are still read. Only requests with tools get a tool parser at all, and
-none with `tool_choice: "none"` (worker/text/features.py).
+none with `tool_choice: "none"` (worker/text/features.py). A reply that opens `{"name":` is
+also held to one well-formed call by a lazy grammar (worker/text/constraints/bare_calls.py),
+so under it there is no second call to read.
 
 A call is emitted when its object is complete (its arguments as one piece): until then it
 could still turn out to be an answer that merely starts with JSON, which is then content.
@@ -24,7 +26,8 @@ from protocol.messages import ToolCallDelta
 from worker.text.parsers.families import ToolFormat
 from worker.text.parsers.tool_base import CallParser, ToolContext, ToolParser
 
-_FENCES = ("```json", "```")
+JSON_FENCE = "```json"
+_FENCES = (JSON_FENCE, "```")
 _DECODER = json.JSONDecoder()
 
 

@@ -62,7 +62,7 @@ def verify_rows(rows: list[Row]) -> list[RowVerdict]:
     verdicts: list[RowVerdict | None] = [None] * len(rows)
     lazy = []
     for i, row in enumerate(rows):
-        if row.processors or not _batchable(row.sampler):
+        if any(not _inert(p) for p in row.processors) or not _batchable(row.sampler):
             verdicts[i] = _stepwise(row)
         else:
             lazy.append((i, row, *_all_positions(row)))
@@ -77,6 +77,12 @@ def verify_rows(rows: list[Row]) -> list[RowVerdict]:
                 accepted, drawn[accepted], [logprobs[j] for j in range(accepted + 1)]
             )
     return [v for v in verdicts if v is not None]
+
+
+def _inert(processor: Any) -> bool:
+    """A processor that masks nothing now or later (a lazy grammar switched off), seen
+    through the batch engine's wrappers: its row is verified like one without processors."""
+    return bool(getattr(getattr(processor, "processor", processor), "inert", False))
 
 
 def _batchable(sampler: Any) -> bool:

@@ -91,6 +91,11 @@ def parse_tool(tool: dict[str, Any], path: str) -> McpTool:
                 "connectors, headers and authorization (the operator's --mcp-config holds "
                 "each server's settings)",
             )
+    deferred = tool.get("defer_loading", False)
+    if not isinstance(deferred, bool):
+        raise invalid(f"{path}.defer_loading", f"`{path}.defer_loading` must be a boolean")
+    if deferred:  # its tools would wait for a tool search to load them
+        raise unsupported(f"{path}.defer_loading", "deferred MCP tools (no tool search runs here)")
     url = tool.get("server_url")
     if url is not None and not isinstance(url, str):
         raise invalid(f"{path}.server_url", f"`{path}.server_url` must be a string")

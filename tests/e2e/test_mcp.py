@@ -279,6 +279,8 @@ def test_a_server_that_cannot_be_reached_lists_an_error(server, scripted_path, l
         ({"tools": [mcp("elsewhere")]}, "tools[0].server_label"),
         ({"tools": [mcp(server_url="http://example.com/mcp")]}, "tools[0].server_url"),
         ({"tools": [mcp(connector_id="connector_gmail")]}, "tools[0].connector_id"),
+        ({"tools": [mcp(defer_loading=True)]}, "tools[0].defer_loading"),
+        ({"tools": [mcp(defer_loading="no")]}, "tools[0].defer_loading"),
         ({"tools": [mcp(require_approval="sometimes")]}, "tools[0].require_approval"),
         ({"tools": [mcp(allowed_tools="llm_time")]}, "tools[0].allowed_tools"),
         ({"tools": [mcp(), mcp()]}, "tools[1].server_label"),

@@ -90,6 +90,21 @@ def test_auto_tools_on_a_bare_call_parser_get_the_lazy_grammar(qwen3):
     assert features(qwen3, no_thinking).logits_processors == []
 
 
+@pytest.mark.parametrize(
+    "fields, spec",
+    [
+        ({"tool_choice": "required"}, None),  # a forced call: its own grammar, not the lazy one
+        ({}, {"type": "json_object"}),  # a response_format: its grammar
+        ({"chat_template_kwargs": {"enable_thinking": True}}, None),  # reasoning on
+    ],
+)
+def test_the_lazy_grammar_stays_out_of_other_constraints(qwen3, fields, spec):
+    kwargs = {"chat_template_kwargs": {"enable_thinking": False}, "tools": [TOOL], **fields}
+    processors = features(qwen3, kwargs, spec).logits_processors
+    assert all(not getattr(p, "guards_only", False) for p in processors)
+    assert all(getattr(p, "_trigger", None) is None for p in processors)
+
+
 def test_a_bare_json_object_without_tools_is_content(qwen3):
     parser = features(qwen3, {}).parser
     delta = parser.feed(BARE_CALL)

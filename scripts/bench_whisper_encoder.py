@@ -45,8 +45,8 @@ def load(path: str, fast: bool):
 
     model = load_stt(path, lazy=True)
     build_in_float32(model, path)
-    if fast:
-        assert whisper_fast.install(model)
+    if fast and not whisper_fast.install(model):
+        raise SystemExit("whisper_fast.install changed nothing (not on the CPU?)")
     mx.eval(model.parameters())
     return model
 
@@ -70,15 +70,16 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, choices=range(1, 101), metavar="1-100")
     args = parser.parse_args()
     models = {"stock": load(args.model, False), "two streams": load(args.model, True)}
     mel = mx.random.normal((1, 3000, 80), key=mx.random.key(0))
     audio = spoken(SENTENCE)
     times: dict[str, dict[str, list[float]]] = {k: {"encoder": [], "generate": []} for k in models}
     outputs: dict[str, tuple] = {}
-    for _ in range(args.runs + 1):  # the first round warms up, and is not counted
-        for name, model in models.items():
+    for round_ in range(args.runs + 1):  # the first round warms up, and is not counted
+        order = list(models.items())
+        for name, model in order if round_ % 2 else reversed(order):  # alternate who goes first
             encoder_s, encoding = timed(lambda m=model: encoded(m, mel))
             generate_s, result = timed(lambda m=model: m.generate(audio, fp16=False))
             times[name]["encoder"].append(encoder_s)

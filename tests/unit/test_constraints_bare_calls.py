@@ -9,7 +9,7 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from worker.text.constraints.bare_calls import MAX_BLANK_TOKENS, bare_call_trigger
+from worker.text.constraints.bare_calls import MAX_OPENING_TOKENS, bare_call_trigger
 from worker.text.constraints.llg import ll_tokenizer
 from worker.text.constraints.processor import ConstraintProcessor
 from worker.text.model import load_text_model
@@ -141,8 +141,10 @@ def test_a_call_near_max_tokens_is_not_closed_out(tokenizer):
     assert not proc.closed_out
 
 
-def test_a_blank_response_switches_the_trigger_off(tokenizer):
-    proc, _ = written(tokenizer, "\n" * (4 * MAX_BLANK_TOKENS))
+@pytest.mark.parametrize("opening", ["\n", "```json\n" + "\n", "{" + " \n"])
+def test_an_opening_undecided_for_too_long_switches_the_trigger_off(tokenizer, opening):
+    head, tail = opening[:-1], opening[-1]
+    proc, _ = written(tokenizer, head + tail * (4 * MAX_OPENING_TOKENS))
     assert proc.inert
 
 

@@ -81,7 +81,8 @@ def load_stt_engine(path: str, dtype: str = "auto") -> SttEngine:
     mlx-audio builds Whisper in float16 whatever the checkpoint stores. `dtype` "float32"
     (the worker's --dtype) builds it in float32 instead: on a CPU, MLX runs float16 matmuls
     on its own single-threaded kernels and float32 ones on BLAS (OpenBLAS when preloaded),
-    several times faster (docs/speech.md, "Whisper in float32 on a CPU"). Any other `dtype`, and every other family, keep mlx-audio's types. On the CPU a Whisper encoder's attention
+    several times faster (docs/speech.md, "Whisper in float32 on a CPU"). Any other `dtype`,
+    and every other family, keep mlx-audio's types. On the CPU a Whisper encoder's attention
     heads run on two streams, with the same numbers (worker/transcription/whisper_fast.py).
     """
     family = require_stt_family(path)

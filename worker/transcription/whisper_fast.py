@@ -3,7 +3,7 @@
 Whisper encodes every 30-second window whole: 1,500 positions, so each encoder layer's
 self-attention takes a softmax over 1500 x 1500 scores per head. MLX computes `exp` on the
 CPU one element at a time (~14 ns each here), so for Whisper tiny.en those softmaxes are 0.8
-of the encoder's 1.3 s on 2 cores, while its matrix products run on BLAS and are quick
+of the encoder's 1.24 s on 2 cores, while its matrix products run on BLAS and are quick
 (docs/benchmarks.md, "Whisper's encoder"). A CPU stream runs on one thread.
 
 `install(model)` gives the encoder's attention modules (not the decoder's: it attends to a
@@ -19,19 +19,21 @@ where MLX runs on the CPU: on a GPU one stream already uses the device.
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any
 
 import mlx.core as mx
 
-_SIDE: Any = None  # the second CPU stream, made once
+# The second CPU stream, one per thread: an MLX stream belongs to the thread that made it.
+_local = threading.local()
 
 
 def _side_stream() -> Any:
-    global _SIDE
-    if _SIDE is None:
-        _SIDE = mx.new_stream(mx.cpu)
-    return _SIDE
+    stream = getattr(_local, "stream", None)
+    if stream is None:
+        stream = _local.stream = mx.new_stream(mx.cpu)
+    return stream
 
 
 def install(model: Any) -> bool:
@@ -50,7 +52,10 @@ def _two_stream_attention(
     self: Any, q: mx.array, k: mx.array, v: mx.array, mask: mx.array | None = None
 ) -> tuple[mx.array, mx.array]:
     """mlx-audio's `qkv_attention` (MIT licence), its heads split in two halves, the second
-    computed on the side stream: (output, scores) as it returns them."""
+    computed on the side stream: (output, scores) as it returns them. Off the CPU (the
+    default device changed since `install`), the stock function."""
+    if mx.default_device() != mx.cpu:
+        return type(self).qkv_attention(self, q, k, v, mask)
     n_batch, n_ctx, n_state = q.shape
     scale = (n_state // self.n_head) ** -0.25
     q = q.reshape(*q.shape[:2], self.n_head, -1).transpose(0, 2, 1, 3) * scale

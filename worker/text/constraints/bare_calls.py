@@ -15,8 +15,9 @@ nothing is masked; once it has written `{"name":` (blank text, and a "```json" h
 allowed before), the response so far is fed to a matcher of `bare_call_grammar` and from
 then on every token is masked by it: one call to a declared tool with arguments valid for its
 parameters, optionally fenced, then the end. Any other opening (prose, a code block, a JSON
-answer whose first key is not "name") switches the trigger off for good, and a response that
-is only blank for `MAX_BLANK_TOKENS` tokens does too.
+answer whose first key is not "name") switches the trigger off for good, and so does an opening still undecided
+after `MAX_OPENING_TOKENS` tokens (a model writing blank lines without end). A JSON answer
+whose first key is "name" is taken for a call: that is the price of the trigger.
 
 One call, not several: allowed more, the 0.5B default answers a tool result by repeating its
 call line after line until max_tokens (measured: 9 minutes of `touch done.txt` calls under
@@ -38,7 +39,9 @@ from worker.text.parsers.bare_json import JSON_FENCE
 
 log = logging.getLogger(__name__)
 
-MAX_BLANK_TOKENS = 16
+# A call opens within a few tokens (`{"name":` after a fence is under 10); a reply still
+# undecided after this many (blank lines without end) switches the trigger off.
+MAX_OPENING_TOKENS = 32
 _NAME_KEY = '"name"'
 
 
@@ -59,8 +62,8 @@ class BareCallTrigger:
         self._tokens.append(token)
         opening = self._tokenizer.decode(self._tokens).lstrip()
         verdict = opens_call(opening)
-        if verdict is None and (opening or len(self._tokens) < MAX_BLANK_TOKENS):
-            return None
+        if verdict is None and len(self._tokens) < MAX_OPENING_TOKENS:
+            return None  # undecided; past the bound (endless blanks, say), off
         if not verdict:
             self.state = "off"
             return None

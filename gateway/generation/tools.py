@@ -46,10 +46,15 @@ def marked_deferred(
     (Anthropic's and OpenAI's tool search): its definition stays out of the model's context
     until a tool search loads it, and this server runs no tool search, so `tool_inputs`
     leaves it out of the prompt, and it cannot be called."""
+    return {**tool, "defer_loading": True} if defer_loading(request_tool, path) else tool
+
+
+def defer_loading(request_tool: dict[str, Any], path: str) -> bool:
+    """A request tool's `defer_loading` (default false); a 400 naming it unless a boolean."""
     deferred = request_tool.get("defer_loading", False)
     if not isinstance(deferred, bool):
         raise invalid(f"{path}.defer_loading", f"`{path}.defer_loading` must be a boolean")
-    return {**tool, "defer_loading": True} if deferred else tool
+    return deferred
 
 
 def named_choice(name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.generation.tools import defer_loading
 from gateway.http.errors import invalid, unsupported
 from gateway.mcp.client import ListedTool
 from gateway.mcp.config import McpServer
@@ -91,10 +92,7 @@ def parse_tool(tool: dict[str, Any], path: str) -> McpTool:
                 "connectors, headers and authorization (the operator's --mcp-config holds "
                 "each server's settings)",
             )
-    deferred = tool.get("defer_loading", False)
-    if not isinstance(deferred, bool):
-        raise invalid(f"{path}.defer_loading", f"`{path}.defer_loading` must be a boolean")
-    if deferred:  # its tools would wait for a tool search to load them
+    if defer_loading(tool, path):  # its tools would wait for a tool search to load them
         raise unsupported(f"{path}.defer_loading", "deferred MCP tools (no tool search runs here)")
     url = tool.get("server_url")
     if url is not None and not isinstance(url, str):

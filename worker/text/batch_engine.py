@@ -57,6 +57,7 @@ from worker.text.speculation.counters import SpecCounts
 from worker.text.speculation.draft import DraftProposer
 from worker.text.speculation.kv_rewind import trimmed
 from worker.text.speculation.speculator import NgramProposer, Proposer, Speculator
+from worker.text.speculation.verify import unwrapped
 
 log = logging.getLogger(__name__)
 
@@ -401,11 +402,6 @@ class BatchTextEngine:
         else:
             return None
         return Speculator(proposer, spec.num_draft_tokens)
-
-
-def unwrapped(processor: Callable) -> Callable:
-    """The logits processor inside `_past` / `_guarded` wrappers (verify.py asks it `inert`)."""
-    return getattr(processor, "processor", processor)
 
 
 def _past(processor: Callable, hidden: int) -> Callable:

@@ -79,6 +79,8 @@ class ConstraintProcessor:
         return self.guards_only and trigger is not None and trigger.state == "off"
 
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
+        if self.inert:  # nothing to read or mask any more: skip slicing the tokens
+            return logits
         if self._base is None:
             self._base = tokens.size
         else:

@@ -79,10 +79,15 @@ def verify_rows(rows: list[Row]) -> list[RowVerdict]:
     return [v for v in verdicts if v is not None]
 
 
+def unwrapped(processor: Callable) -> Callable:
+    """The logits processor inside the batch engine's wrappers (each sets `processor`)."""
+    return getattr(processor, "processor", processor)
+
+
 def _inert(processor: Any) -> bool:
     """A processor that masks nothing now or later (a lazy grammar switched off), seen
     through the batch engine's wrappers: its row is verified like one without processors."""
-    return bool(getattr(getattr(processor, "processor", processor), "inert", False))
+    return bool(getattr(unwrapped(processor), "inert", False))
 
 
 def _batchable(sampler: Any) -> bool:

@@ -1,7 +1,7 @@
 """A text stream's inter-token latency next to image requests on one mlx-vlm worker.
 
     python -m scripts.bench_vision_interleave [--rounds 5] [--chunks 2048,64] [--image-size 672]
-        [--model DIR] [--images 2]
+        [--model DIR] [--images 2] [--baseline REV]
 
 For each prefill chunk size in `--chunks`, starts the real server on the checkpoint (the tiny
 Qwen2-VL at size `bench` unless --model) with `--prefill-step-size` that size and no caches
@@ -11,18 +11,24 @@ prefills its whole prompt), then, `--rounds` times each:
 - beside images: the same stream while `--images` clients send image requests back to back
   (a noise picture each, the same every time: with the caches off it is encoded and prefilled
   anew; `max_tokens` 1: all prefill), started first.
-Prints, per chunk size, the stream's inter-token p50 / p99 / max alone and beside images and
-the p99 ratio (issue 38's target: within 2x of alone), and the image requests' latency. The
-worker advances its requests a unit at a time (worker/vision/paced.py: a token, the vision
-encoding, or one prefill chunk), so the chunk size bounds how long a token can wait; the
-vision encoding of one picture is one unit whatever the chunk size.
+With `--baseline REV` a second server runs the code at git revision REV (a worktree of this
+repository, its PYTHONPATH), started beside the first; the two take turns round by round.
+Prints, per server and chunk size, the stream's inter-token p50 / p99 / max alone and beside
+images and the p99 ratio (issue 38's target: within 2x of alone), and the image requests'
+latency. The worker advances a picture's prefill a unit at a time beside the decoding stream
+(worker/vision/paced.py: a block of the vision tower or a prefill chunk; beside a streamed
+request, a slice of a block or one decoder layer of a chunk, sized to the decode step:
+worker/vision/slicing.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -33,6 +39,8 @@ import httpx
 from scripts.bench_vision import picture
 from tests.support.server import ServerProcess
 from worker.tiny_models import ensure_checkpoint
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 class ImageLoad(threading.Thread):
@@ -109,40 +117,69 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def measure(args: argparse.Namespace, path: Path, chunk: int) -> dict:
+@contextlib.contextmanager
+def servers(args: argparse.Namespace, path: Path, chunk: int, sides: dict[str, Path]):
+    """One server per side (its code: the PYTHONPATH its gateway and worker import), started
+    side by side with `--prefill-step-size` `chunk` and no caches."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_vision_interleave."))
     serve = [str(path), "--prefill-step-size", str(chunk), "--vision-cache-entries", "0",
              "--prefix-cache-bytes", "0", "--blas", args.blas]  # fmt: skip
-    server = ServerProcess(serve, tmp / "server.log", api_key=None)
-    alone: list[float] = []
-    beside: list[float] = []
-    image_latencies: list[float] = []
+    started: dict[str, ServerProcess] = {}
+    before = os.environ.get("PYTHONPATH")
     try:
-        server.wait_healthy()
-        client = httpx.Client(base_url=server.url, timeout=600)
-        model = path.name
-        stream_gaps(client, model, 8)  # untimed: first calls, the connection
-        for round_ in range(args.rounds):
-            alone += stream_gaps(client, model, args.tokens)
-            loads = [
-                ImageLoad(server.url, model, args.image_size, 1000 * round_ + 100 * i)
-                for i in range(args.images)
-            ]
-            for load in loads:
-                load.start()
-                load.started.wait(60)
-            time.sleep(0.2)
-            beside += stream_gaps(client, model, args.tokens)
-            for load in loads:
-                load.stop.set()
-            for load in loads:
-                load.join(600)
-                if load.error is not None:
-                    raise SystemExit(f"image request failed: {load.error!r}")
-                image_latencies += load.latencies
+        for name, code in sides.items():
+            os.environ["PYTHONPATH"] = str(code)
+            started[name] = ServerProcess(serve, tmp / f"{name}-{chunk}.log", api_key=None)
+        if before is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = before
+        for server in started.values():
+            server.wait_healthy()
+        yield started
     finally:
-        server.stop()
-    return {"chunk": chunk, "alone": alone, "beside": beside, "images": image_latencies}
+        for server in started.values():
+            server.stop()
+
+
+def measure_round(args: argparse.Namespace, server: ServerProcess, model: str, round_: int) -> dict:
+    """One round on one server: the stream alone, then beside the image clients."""
+    client = httpx.Client(base_url=server.url, timeout=600)
+    alone = stream_gaps(client, model, args.tokens)
+    loads = [
+        ImageLoad(server.url, model, args.image_size, 1000 * round_ + 100 * i)
+        for i in range(args.images)
+    ]
+    for load in loads:
+        load.start()
+        load.started.wait(60)
+    time.sleep(0.2)
+    beside = stream_gaps(client, model, args.tokens)
+    for load in loads:
+        load.stop.set()
+    for load in loads:
+        load.join(600)
+        if load.error is not None:
+            raise SystemExit(f"image request failed: {load.error!r}")
+    images = [latency for load in loads for latency in load.latencies]
+    return {"alone": alone, "beside": beside, "images": images}
+
+
+def measure(args: argparse.Namespace, path: Path, chunk: int, sides: dict[str, Path]) -> list:
+    """Per side: its gaps alone and beside images, and the image requests' latencies, the
+    sides taking turns round by round (the order alternating)."""
+    results = {name: {"side": name, "chunk": chunk, "alone": [], "beside": [], "images": []}
+               for name in sides}  # fmt: skip
+    with servers(args, path, chunk, sides) as started:
+        for server in started.values():
+            stream_gaps(httpx.Client(base_url=server.url, timeout=600), path.name, 8)  # warm
+        for round_ in range(args.rounds):
+            names = list(started) if round_ % 2 == 0 else list(reversed(started))
+            for name in names:
+                got = measure_round(args, started[name], path.name, round_)
+                for key, values in got.items():
+                    results[name][key] += values
+    return list(results.values())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,17 +191,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images", type=int, default=2, help="concurrent image clients")
     parser.add_argument("--image-size", type=int, default=672, help="square picture side")
     parser.add_argument("--blas", default="auto", help="the server's --blas")
+    parser.add_argument("--baseline", help="git revision of a second server's code, run beside")
     parser.add_argument("--json", action="store_true", help="print the raw gaps as JSON too")
     args = parser.parse_args(argv)
     path = Path(args.model) if args.model else ensure_checkpoint("qwen2_vl", "bench")
-    results = [measure(args, path, int(chunk)) for chunk in args.chunks.split(",")]
+    sides = {"this": REPO}
+    worktree = None
+    if args.baseline:
+        worktree = Path(tempfile.mkdtemp(prefix="bench_vision_interleave.base.")) / "code"
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.baseline],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        sides["baseline"] = worktree
+    try:
+        results = [
+            r for chunk in args.chunks.split(",") for r in measure(args, path, int(chunk), sides)
+        ]
+    finally:
+        if worktree is not None:
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)],
+                check=False, capture_output=True,
+            )  # fmt: skip
     print(
         f"{path.name}: a {args.tokens}-token text stream alone and beside {args.images} image "
         f"clients ({args.image_size}x{args.image_size}), {args.rounds} rounds; inter-token ms"
     )
-    print("| --prefill-step-size | alone p50 / p99 / max | beside p50 / p99 / max "
+    print("| code | --prefill-step-size | alone p50 / p99 / max | beside p50 / p99 / max "
           "| p99 beside / alone | image request median |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for r in results:
         a, b = r["alone"], r["beside"]
         cells = [
@@ -172,7 +228,10 @@ def main(argv: list[str] | None = None) -> None:
         ]
         ratio = percentile(b, 0.99) / percentile(a, 0.99)
         image = statistics.median(r["images"]) * 1000 if r["images"] else float("nan")
-        print(f"| {r['chunk']} | {cells[0]} | {cells[1]} | {ratio:.1f}x | {image:.0f} ms |")
+        code = "this" if r["side"] == "this" else f"{args.baseline}"
+        print(
+            f"| {code} | {r['chunk']} | {cells[0]} | {cells[1]} | {ratio:.1f}x | {image:.0f} ms |"
+        )
     if args.json:
         print(json.dumps(results))
 

@@ -38,8 +38,8 @@ def generation_options(command: Any) -> Any:
         (
             "--prefill-interleave",
             click.FloatRange(min=0),
-            "Beside decoding streams a prefill chunk takes at most this x their decode step "
-            "[default: 0.7; 0: whole chunks].",
+            "Beside decoding streams a prefill chunk (or a unit of an image's vision encoding) "
+            "takes at most this x their decode step [default: 0.7; 0: whole chunks].",
         ),
         ("--draft-model", None, "Draft model (directory or hub id): speculative decoding."),
         (

@@ -69,13 +69,15 @@ def chat_submit(
     audios: Sequence[bytes] = (),
     videos: Sequence[bytes] = (),
     logprobs: int | None = None,
+    stream: bool = False,
 ) -> Submit:
-    """A greedy, non-streaming chat Submit about these images, audio and video files."""
+    """A greedy chat Submit about these images, audio and video files (not streamed unless
+    `stream`)."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=logprobs)
     inputs = ChatInputs(
         messages, params, images=list(images), audios=list(audios), videos=list(videos)
     )
-    return Submit(rid, inputs, stream=False)
+    return Submit(rid, inputs, stream=stream)
 
 
 def run_all(engine: Any, *submits: Submit) -> dict[str, dict]:

@@ -212,6 +212,52 @@ def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
         assert got[rid] == direct
 
 
+@pytest.mark.parametrize(("streamed", "interleave"), [(True, 0.7), (False, 0.7), (True, 0.0)])
+def test_beside_a_streamed_request_a_prefill_chunk_pauses_before_each_decoder_layer(
+    vm, path, streamed, interleave
+):
+    """Alone, a picture's prefill is a unit per vision block, the merger and per chunk; beside
+    a streamed decoding request each chunk is a unit per decoder layer (worker/vision/paced.py)
+    and each block two, its two passes (too small to cut further: worker/vision/slicing.py);
+    beside one not streamed, or with --prefill-interleave 0, as alone. The same tokens every
+    way."""
+
+    def units_and_tokens(engine: VisionEngine, rid: str) -> tuple[int, list[int]]:
+        units, tokens = 0, []
+        while rid in engine.active_ids():
+            generation = engine._active.get(rid)
+            run = getattr(generation, "_results", None)
+            for d in engine.step():
+                if d.request_id == rid:
+                    tokens += d.token_ids
+            if run is not None:
+                units = max(units, run.pauses)
+        return units, tokens
+
+    picture = png(15)
+    alone = VisionEngine(vm, prefill_step_size=16)
+    assert alone.admit(submit("a", [picture])).finish_reason is None
+    units_alone, tokens_alone = units_and_tokens(alone, "a")
+
+    beside = VisionEngine(vm, prefill_step_size=16, interleave=interleave)
+    hello = [{"role": "user", "content": "Hello"}]
+    text = chat_submit("t", hello, max_tokens=200, stream=streamed)
+    assert beside.admit(text).finish_reason is None
+    while not any(d.token_ids for d in beside.step()):  # the text request decodes now
+        pass
+    assert beside.admit(submit("a", [picture])).finish_reason is None
+    units_beside, tokens_beside = units_and_tokens(beside, "a")
+
+    blocks = len(vm.model.vision_tower.blocks)
+    layers = len(vm.model.language_model.layers)
+    chunks = units_alone - blocks - 1
+    assert chunks >= 2 and layers >= 2
+    paced = streamed and interleave > 0
+    assert units_beside == (2 * blocks + 1 + chunks * layers if paced else units_alone)
+    direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=16)
+    assert tokens_alone == tokens_beside == direct
+
+
 def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path):
     engine = VisionEngine(vm, prefill_step_size=8)
     assert engine.admit(submit("a", [png(12)])).finish_reason is None

@@ -338,6 +338,7 @@ def _add_text(loaded: LoadedEngines, args: argparse.Namespace, sharder: Any = No
 
 def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     from worker.text.features import configure
+    from worker.text.prefill_pacing import DEFAULT_RATIO
     from worker.vision.engine import VisionEngine, make_text_prefix_caches
     from worker.vision.features import CountingVisionCache
     from worker.vision.model import load_vision_model
@@ -367,9 +368,10 @@ def _add_vision(loaded: LoadedEngines, args: argparse.Namespace) -> None:
     apc, text_prefix = make_text_prefix_caches(vm, args.prefix_cache_bytes // 2)
     turns = ConversationCache(args.prefix_cache_bytes // 2)
     cache = CountingVisionCache(args.vision_cache_entries)
+    interleave = DEFAULT_RATIO if args.prefill_interleave is None else args.prefill_interleave
     engine = VisionEngine(
         vm, args.prefill_step_size, apc, cache, turns, args.talker_max_frames,
-        args.max_num_seqs, text_prefix,
+        args.max_num_seqs, text_prefix, interleave=interleave,
     )  # fmt: skip
     loaded.closers.append(text_prefix.close)
     loaded.engines.append(engine)

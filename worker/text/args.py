@@ -32,9 +32,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--prefill-interleave",
         type=float,
-        help="beside decoding streams a prefill chunk takes at most this many times their "
-        "decode step (worker/text/prefill_pacing.py; default 0.7, 0: whole chunks; a "
-        "distributed group: 0)",
+        help="beside decoding streams a prefill chunk (or a unit of an image's vision encoding) "
+        "takes at most this many times their decode step (worker/text/prefill_pacing.py, "
+        "worker/vision/slicing.py; default 0.7, 0: whole chunks; a distributed group: 0)",
     )
     add("--draft-model", help="checkpoint directory of a draft model (speculative decoding)")
     add("--adapter-path", help="an mlx-lm LoRA adapter directory applied to the model")

@@ -152,6 +152,10 @@ class BatchTextEngine:
         adapters = loaded(self.adapters) if self.adapters is not None else None
         return TextInfo(self._text_model.max_context, "continuous", adapters=adapters)
 
+    def decoding(self) -> int:
+        """How many of its requests are past their prompt."""
+        return sum(1 for entry in self._by_id.values() if entry.request.generated)
+
     def active_ids(self) -> list[str]:
         return list(self._by_id)
 
@@ -216,7 +220,7 @@ class BatchTextEngine:
 
     def _paced_next(self) -> list[Any]:
         """One BatchGenerator step with the pacer's chunk, timed for the pacer."""
-        decoding = sum(1 for entry in self._by_id.values() if entry.request.generated)
+        decoding = self.decoding()
         prefilling = len(self._by_id) - decoding
         chunk = self._pacer.chunk(decoding, prefilling)
         self._generator.prefill_step_size = chunk  # read by BatchGenerator.next for this step

@@ -14,7 +14,15 @@ view of the tokens carried over, so it decodes what its generator would have; te
 prompts go to that batch from the start (its processors shown what mlx-vlm shows them). The
 other families, audio prompts and spoken replies (worker/vision/talker.py) stay on their
 generator to the end. While requests decode in the batch, one of the requests prefilling for
-it runs its unit a step, in turn, so a decode step waits for one unit, not one of each. The
+it runs its unit a step, in turn, so a decode step waits for one unit, not one of each; and
+while one of the decoding requests is streamed, the unit is cut to fit beside the decode step:
+the engine times the batch's decode steps, and a unit may take `interleave` of one
+(--prefill-interleave, default 0.7 as for text prompts: worker/text/prefill_pacing.py; 0 turns
+this off), by which a language model's prefill chunk pauses
+before each decoder layer and, on the CPU, a Qwen-VL vision block and merger run in slices of
+rows steered to that time (worker/vision/slicing.py), the same floats as whole. (A client that
+does not stream sees no token before the last: then the prefills go on a whole unit a step,
+which ends a burst of image requests sooner.) The
 request's own sampler and logits processors are used throughout, and every token goes once
 through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
 detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
@@ -45,8 +53,11 @@ call). Everything here runs on the MLX thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
+
+import mlx.core as mx
 
 from protocol.inputs import ChatInputs, CompleteInputs, Op
 from protocol.messages import Delta, FinishReason, Submit
@@ -54,6 +65,7 @@ from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
 from worker.text.batch_engine import BatchTextEngine
+from worker.text.prefill_pacing import DEFAULT_RATIO, SMOOTHING
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, make_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -124,8 +136,10 @@ class VisionEngine:
         max_num_seqs: int = 8,
         text_prefix: PrefixReuse | None = None,
         decode_batch: bool = True,
+        interleave: float = DEFAULT_RATIO,
     ) -> None:
         self._vm = vision_model
+        self._interleave = interleave  # --prefill-interleave: a unit's share of a decode step
         pace(vision_model.model)
         # The decode batch (worker/vision/batched.py), where the model's family has one
         # (`decode_batch` False: none, every request on its own generator).
@@ -134,6 +148,8 @@ class VisionEngine:
         self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
         self._leases: dict[str, Lease] = {}  # their conversation states, by request id
         self._prefill_turn = 0  # which prefilling generator advances while the batch decodes
+        self._decode_s: float | None = None  # the batch's decode step, timed while pacing
+        self._streamed: set[str] = set()  # the requests whose clients stream
         if decode_batch and batched(vision_model):
             self._batch = self._decode_batch(prefill_step_size, max_num_seqs)
         self._talker_max_frames = talker_max_frames
@@ -192,6 +208,8 @@ class VisionEngine:
         return [] if self._batch is None else self._batch.active_ids()
 
     def admit(self, submit: Submit) -> Delta:
+        if submit.stream:
+            self._streamed.add(submit.request_id)
         asked = submit.inputs
         assert isinstance(asked, ChatInputs | CompleteInputs)  # the scheduler routes by op
         try:
@@ -257,12 +275,48 @@ class VisionEngine:
         request that joins the batch in it decodes there from the next step)."""
         deltas = []
         if self._batch is not None and self._batch.active_ids():
-            deltas = self._batch.step()
+            deltas = self._batch_step(self._batch)
             for delta in deltas:
                 if delta.finish_reason is not None:
                     self._offsets.pop(delta.request_id, None)
                     self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
         return deltas + self._step_generators()
+
+    def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
+        """One step of the decode batch; while prefills are paced against it, a decode-only
+        step is timed to its end (its graph waited for): the time a unit is cut to fit."""
+        timed = (
+            bool(self._interleave)
+            and self._paced(batch)
+            and batch.decoding() == len(batch.active_ids())
+        )
+        began = time.perf_counter()
+        deltas = batch.step()
+        if timed:
+            mx.synchronize()
+            took = time.perf_counter() - began
+            last = self._decode_s
+            self._decode_s = took if last is None else (1 - SMOOTHING) * last + SMOOTHING * took
+        return deltas
+
+    def _paced(self, batch: BatchTextEngine) -> bool:
+        """Whether units of prefill are cut to fit beside the decode step: a request prefills
+        for the batch while a streamed one decodes in it."""
+        ids = batch.active_ids()
+        self._streamed.intersection_update([*ids, *self._active])
+        return (
+            batch.decoding() > 0
+            and any(rid in self._streamed for rid in ids)
+            and any(getattr(g, "joins", False) for g in self._active.values())
+        )
+
+    def _unit_seconds(self) -> float | None:
+        """What a unit of prefill may take this step: `interleave` times a decode step while
+        prefills are paced, else no limit."""
+        batch = self._batch
+        if not self._interleave or batch is None or self._decode_s is None:
+            return None
+        return self._interleave * self._decode_s if self._paced(batch) else None
 
     def _stepped(self) -> list[tuple[str, Any]]:
         """The generators to advance this step: all of them, but while requests decode in
@@ -280,7 +334,10 @@ class VisionEngine:
 
     def _step_generators(self) -> list[Delta]:
         deltas = []
+        unit_seconds = self._unit_seconds()
         for request_id, generation in self._stepped():
+            if getattr(generation, "joins", False):
+                generation.unit_seconds = unit_seconds
             try:
                 advanced = generation.advance(self._vm, self._state)
             except Exception as exc:

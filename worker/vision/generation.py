@@ -69,12 +69,16 @@ class VisionGeneration:
         self.lease: Lease | None = None  # its conversation state, when it has images
         self.looked_up = False  # its prefix-cache lookup (the first advance) was counted
         self.prompt_tokens = 0  # the prompt's tokens as mlx-vlm counted them (at its first)
+        # What one unit of its prefill may take (None: no limit), set by the engine before
+        # each advance (worker/vision/slicing.py).
+        self.unit_seconds: float | None = None
 
     def advance(self, vm: VisionModel, state: ModelState) -> Delta | None:
         """Generates one token and returns its Delta; None: a unit of the prefill ran."""
         if self._results is None:
             self._state = state.fresh()
             self._results = StepRun(lambda: self._start(vm))
+        self._results.budget.seconds = self.unit_seconds
         result = self._next(state)
         if result is PAUSED:
             return None

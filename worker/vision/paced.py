@@ -27,6 +27,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from worker.runtime.paused_run import PausedRun
+from worker.vision.slicing import SliceBudget, on_cpu, sliceable, sliced_block, sliced_merger
 
 PAUSED = object()  # what `StepRun.advance` returns when the run paused before a unit of prefill
 
@@ -42,6 +43,11 @@ class StepRun(PausedRun):
         self._stream: Any = None  # the run's own default stream while it is switched out
         self.pauses = 0  # units of prefill begun
         self.cache: list[Any] | None = None  # the KV cache its language model calls carry
+        # What a unit may take while other requests decode (worker/vision/slicing.py), set by
+        # the engine; with it, a prefill call of the language model pauses before each layer.
+        self.budget = SliceBudget()
+        # Inside a language model call paced layer by layer: what each layer calls first.
+        self.layer_pause: Callable[[], None] | None = None
 
     def _loop(self) -> Any:
         self.iterator = self._start()
@@ -92,24 +98,122 @@ class _PausingTower:
             return super().__call__(*args, **kwargs)  # type: ignore[misc]
         run.pause()
         out = super().__call__(*args, **kwargs)  # type: ignore[misc]
-        leaves = [leaf for _, leaf in list(tree_flatten(out)) if isinstance(leaf, mx.array)]
-        mx.eval(leaves)
+        _evaluate(out)
         return out
+
+
+class _SlicingBlock(_PausingTower):
+    """A Qwen-VL vision block's `_PausingTower`: while its run has a budget, on the CPU, its
+    rows in slices, each a unit (worker/vision/slicing.py). The budget is read once the run
+    resumes (it may have changed while the run was paused)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        run = StepRun.current()
+        inputs = _block_inputs(args, kwargs)
+        if run is None or inputs is None or not on_cpu():
+            return super().__call__(*args, **kwargs)
+        run.pause()
+        if run.budget.seconds is None:  # the block's own call (this unit's pause was made)
+            out = super(_PausingTower, self).__call__(*args, **kwargs)  # type: ignore[misc]
+            _evaluate(out)
+            return out
+        return sliced_block(self, run.budget, _after_first(run.pause), *inputs)
+
+
+class _SlicingMerger:
+    """Mixed in before a Qwen-VL merger's class: inside a run, on the CPU, a unit, or while
+    the run has a budget its groups of rows in slices, each a unit."""
+
+    def __call__(self, x: mx.array) -> Any:
+        run = StepRun.current()
+        if run is None or not on_cpu():
+            return super().__call__(x)  # type: ignore[misc]
+        run.pause()
+        merge = super().__call__  # type: ignore[misc]
+        if run.budget.seconds is None:
+            out = merge(x)
+            _evaluate(out)
+            return out
+        width = self.hidden_size  # type: ignore[attr-defined]
+        return sliced_merger(merge, width, run.budget, _after_first(run.pause), x)
 
 
 class _PausingLanguageModel:
     """Mixed in before a language model's class: a call over more than one token is a unit
-    of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself); a decode step is not.
-    The run keeps the KV cache the calls carry (a request that goes on in the decode batch
-    takes it along: worker/vision/batched.py)."""
+    of prefill (a chunk; mlx-vlm evaluates each chunk's cache itself), or, while its run has a
+    budget, one unit per decoder layer (`_PausingLayer`); a decode step is not. The run keeps
+    the KV cache the calls carry (a request that goes on in the decode batch takes it along:
+    worker/vision/batched.py)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         run = StepRun.current()
         if run is not None:
             run.cache = kwargs.get("cache", run.cache)
-            if _tokens(args, kwargs) > 1:
-                run.pause()
-        return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        if run is None or _tokens(args, kwargs) <= 1:
+            return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        run.pause()
+        layers = _decoder_layers(self)
+        if run.budget.seconds is None or not layers or not isinstance(layers[0], _PausingLayer):
+            return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        run.layer_pause = _after_first(run.pause)
+        try:
+            return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            run.layer_pause = None
+
+
+class _PausingLayer:
+    """Mixed in before a decoder layer's class: inside a call its run paces layer by layer,
+    each call is a unit, its output evaluated within it. The computation is the layer's own, so
+    a chunk paced so is the same floats as in one call."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        run = StepRun.current()
+        if run is None or run.layer_pause is None:
+            return super().__call__(*args, **kwargs)  # type: ignore[misc]
+        run.layer_pause()
+        out = super().__call__(*args, **kwargs)  # type: ignore[misc]
+        _evaluate(out)
+        return out
+
+
+def _after_first(pause: Callable[[], None]) -> Callable[[], None]:
+    """`pause`, but not the first time: for work cut into units after the run paused for it."""
+    calls = 0
+
+    def paused() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            pause()
+
+    return paused
+
+
+_BLOCK_ARGUMENTS = ("hidden_states", "cu_seqlens", "rotary_pos_emb")
+
+
+def _block_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A Qwen-VL block call's (hidden_states, cu_seqlens, rotary_pos_emb); None when it was
+    called otherwise."""
+    bound = dict(zip(_BLOCK_ARGUMENTS, args, strict=False))
+    if len(args) > len(_BLOCK_ARGUMENTS) or bound.keys() & kwargs.keys():
+        return None
+    bound.update(kwargs)
+    if set(bound) != set(_BLOCK_ARGUMENTS):
+        return None
+    return tuple(bound[name] for name in _BLOCK_ARGUMENTS)
+
+
+def _decoder_layers(language_model: Any) -> list[Any]:
+    layers = getattr(language_model, "layers", None)
+    if layers is None:
+        layers = getattr(getattr(language_model, "model", None), "layers", None)
+    return layers if isinstance(layers, list) else []
+
+
+def _evaluate(out: Any) -> None:
+    mx.eval([leaf for _, leaf in list(tree_flatten(out)) if isinstance(leaf, mx.array)])
 
 
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -152,15 +256,24 @@ def _mix(module: Any, mixin: type) -> None:
 
 
 def pace(model: Any) -> None:
-    """Gives `model`'s tower blocks (vision and audio) and language model their pausing
-    classes (once); Qwen3-Omni's are its thinker's."""
+    """Gives `model`'s tower blocks (vision and audio), Qwen-VL mergers, language model and its
+    decoder layers their pausing classes (once); Qwen3-Omni's are its thinker's."""
     thinker = getattr(model, "thinker", None)
     owner = model if thinker is None else thinker
     for name in _TOWERS:
         tower = getattr(owner, name, None)
-        if tower is not None:
-            for unit in _tower_units(tower):
-                _mix(unit, _PausingTower)
+        if tower is None:
+            continue
+        for unit in _tower_units(tower):
+            _mix(
+                unit, _SlicingBlock if sliceable(unit) and hasattr(unit, "attn") else _PausingTower
+            )
+        mergers = [getattr(tower, "merger", None), *getattr(tower, "deepstack_merger_list", [])]
+        for merger in mergers:
+            if merger is not None and sliceable(merger) and hasattr(merger, "hidden_size"):
+                _mix(merger, _SlicingMerger)
     language_model = getattr(owner, "language_model", None)
     if language_model is not None:
         _mix(language_model, _PausingLanguageModel)
+        for layer in _decoder_layers(language_model):
+            _mix(layer, _PausingLayer)

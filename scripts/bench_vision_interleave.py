@@ -124,6 +124,8 @@ def servers(args: argparse.Namespace, path: Path, chunk: int, sides: dict[str, P
     tmp = Path(tempfile.mkdtemp(prefix="bench_vision_interleave."))
     serve = [str(path), "--prefill-step-size", str(chunk), "--vision-cache-entries", "0",
              "--prefix-cache-bytes", "0", "--blas", args.blas]  # fmt: skip
+    if args.interleave is not None:
+        serve += ["--prefill-interleave", str(args.interleave)]
     started: dict[str, ServerProcess] = {}
     before = os.environ.get("PYTHONPATH")
     try:
@@ -192,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--image-size", type=int, default=672, help="square picture side")
     parser.add_argument("--blas", default="auto", help="the server's --blas")
     parser.add_argument("--baseline", help="git revision of a second server's code, run beside")
+    parser.add_argument("--interleave", type=float, help="the servers' --prefill-interleave")
     parser.add_argument("--json", action="store_true", help="print the raw gaps as JSON too")
     args = parser.parse_args(argv)
     path = Path(args.model) if args.model else ensure_checkpoint("qwen2_vl", "bench")

@@ -132,6 +132,43 @@ def test_concurrent_image_text_and_video_chats_each_equal_direct_mlx_vlm(family)
     assert video_reply.choices[0].message.content == expected_video["text"]
 
 
+def test_image_chats_beside_a_streamed_chat_each_equal_direct_mlx_vlm(family):
+    """While a streamed chat decodes, image chats' prefills are paced to its decode step (a
+    decoder layer at a time; each Qwen-VL tower block in its two passes of row slices,
+    worker/vision/slicing.py, one slice each at these sizes: tests/unit/test_vision_slicing.py
+    cuts finer): every answer still equals mlx-vlm's alone, and the stream what the same chat
+    gives alone."""
+    server, path = family
+    client = openai_client(server)
+    pictures = [png(30 + i, (224, 224)) for i in range(2)]
+    expected = [
+        direct.greedy_vlm_chat(path, [mlx_vlm_message(QUESTION, 1)], [picture], MAX_TOKENS)
+        for picture in pictures
+    ]
+    story = [{"role": "user", "content": [{"type": "text", "text": "Tell me a long story."}]}]
+    ask = {"model": model_name(path), "temperature": 0}
+    alone = client.chat.completions.create(messages=story, max_tokens=300, **ask)
+    pieces: list[str] = []
+    stream = iter(
+        client.chat.completions.create(messages=story, max_tokens=300, stream=True, **ask)
+    )
+    while not pieces:  # the stream decodes before the pictures arrive
+        chunk = next(stream)
+        pieces += [choice.delta.content for choice in chunk.choices if choice.delta.content]
+
+    def ask_image(picture: bytes):
+        message = openai_image_message(QUESTION, picture)
+        return client.chat.completions.create(messages=[message], max_tokens=MAX_TOKENS, **ask)
+
+    with ThreadPoolExecutor(2) as pool:
+        replies = pool.map(ask_image, pictures)
+        for chunk in stream:
+            pieces += [choice.delta.content for choice in chunk.choices if choice.delta.content]
+        for reply, want in zip(replies, expected, strict=True):
+            direct.assert_chat_equals(reply, want, MAX_TOKENS)
+    assert "".join(pieces) == alone.choices[0].message.content
+
+
 @pytest.mark.parametrize("seed", [6, 8])  # the second clip must not get the first one's state
 def test_video_chat_equals_direct_mlx_vlm(family, seed):
     server, path = family

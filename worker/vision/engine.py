@@ -53,6 +53,7 @@ call). Everything here runs on the MLX thread.
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -65,7 +66,7 @@ from protocol.ready import Capability, TextInfo
 from worker.runtime.errors import RequestError, internal
 from worker.runtime.request_log import named
 from worker.text.batch_engine import BatchTextEngine
-from worker.text.prefill_pacing import DEFAULT_RATIO, SMOOTHING
+from worker.text.prefill_pacing import DEFAULT_RATIO
 from worker.text.prefix_reuse import PrefixReuse
 from worker.text.request import TextRequest, make_text_request, terminal
 from worker.text.settings import GenerationSettings
@@ -79,6 +80,8 @@ from worker.vision.talker import TalkerGeneration, check_talker_request, talker_
 from worker.vision.turns import ConversationCache, Lease, media_key
 
 log = logging.getLogger(__name__)
+
+DECODE_STEPS_KEPT = 9  # timed decode steps whose median a unit of prefill is sized to
 
 APC_BLOCK_SIZE = 16  # tokens per APC block (mlx-vlm's default)
 
@@ -148,7 +151,7 @@ class VisionEngine:
         self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
         self._leases: dict[str, Lease] = {}  # their conversation states, by request id
         self._prefill_turn = 0  # which prefilling generator advances while the batch decodes
-        self._decode_s: float | None = None  # the batch's decode step, timed while pacing
+        self._decode_times: list[float] = []  # the batch's latest decode steps, timed while pacing
         self._streamed: set[str] = set()  # the requests whose clients stream
         if decode_batch and batched(vision_model):
             self._batch = self._decode_batch(prefill_step_size, max_num_seqs)
@@ -294,9 +297,8 @@ class VisionEngine:
         deltas = batch.step()
         if timed:
             mx.synchronize()
-            took = time.perf_counter() - began
-            last = self._decode_s
-            self._decode_s = took if last is None else (1 - SMOOTHING) * last + SMOOTHING * took
+            times = [*self._decode_times, time.perf_counter() - began]
+            self._decode_times = times[-DECODE_STEPS_KEPT:]
         return deltas
 
     def _paced(self, batch: BatchTextEngine) -> bool:
@@ -314,9 +316,10 @@ class VisionEngine:
         """What a unit of prefill may take this step: `interleave` times a decode step while
         prefills are paced, else no limit."""
         batch = self._batch
-        if not self._interleave or batch is None or self._decode_s is None:
+        if not self._interleave or batch is None or not self._decode_times:
             return None
-        return self._interleave * self._decode_s if self._paced(batch) else None
+        decode_s = statistics.median(self._decode_times)  # (a step the machine stalled is rare)
+        return self._interleave * decode_s if self._paced(batch) else None
 
     def _stepped(self) -> list[tuple[str, Any]]:
         """The generators to advance this step: all of them, but while requests decode in

@@ -134,9 +134,9 @@ def test_concurrent_image_text_and_video_chats_each_equal_direct_mlx_vlm(family)
 
 def test_image_chats_beside_a_streamed_chat_each_equal_direct_mlx_vlm(family):
     """While a streamed chat decodes, image chats' prefills are paced to its decode step (a
-    decoder layer at a time; each Qwen-VL tower block in its two passes of row slices,
-    worker/vision/slicing.py, one slice each at these sizes: tests/unit/test_vision_slicing.py
-    cuts finer): every answer still equals mlx-vlm's alone, and the stream what the same chat
+    decoder layer at a time; each Qwen-VL tower block in two passes of row slices, few at
+    these sizes: worker/vision/slicing.py, whose finer cuts tests/unit/test_vision_slicing.py
+    checks): every answer still equals mlx-vlm's alone, and the stream what the same chat
     gives alone."""
     server, path = family
     client = openai_client(server)

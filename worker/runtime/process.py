@@ -138,6 +138,11 @@ def _serve(
         # (tokenizer only, no MLX).
         max_context = loaded.text.max_context if loaded.text is not None else None
         receiver.set_tokenizer(TokenizerCalls(loaded.tokenizer, max_context))
+    # The libraries and the model are ~100K Python objects that live as long as the worker; a
+    # full collection walks them all (50-200 ms on the 2-core CI machine, a pause in the middle
+    # of some decode step). Frozen, collections walk only what requests create.
+    gc.collect()
+    gc.freeze()
     outbox.put(
         Ready(
             protocol_version=PROTOCOL_VERSION,
@@ -156,11 +161,6 @@ def _serve(
     )
     sender.enable_heartbeats()
     log.info("ready: %s (%s)", args.model, ", ".join(loaded.capabilities))
-    # The libraries and the model are ~100K Python objects that live as long as the worker; a
-    # full collection walks them all (50-200 ms on the 2-core CI machine, a pause in the middle
-    # of some decode step). Frozen, collections walk only what requests create.
-    gc.collect()
-    gc.freeze()
 
     try:
         run_scheduler(

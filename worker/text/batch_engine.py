@@ -156,6 +156,10 @@ class BatchTextEngine:
         """How many of its requests are past their prompt."""
         return sum(1 for entry in self._by_id.values() if entry.request.generated)
 
+    def synchronize(self) -> None:
+        """Waits for the step in flight (a step waits only for the one before it)."""
+        mx.synchronize(self._generator.stream)
+
     def active_ids(self) -> list[str]:
         return list(self._by_id)
 
@@ -233,7 +237,7 @@ class BatchTextEngine:
                 # chunk on every backend (on an asynchronous one the pacer would otherwise
                 # take the last chunk's time for this step's, and a decode-only probe's for
                 # the chunk's). It costs the overlap of host work only while a prompt is paced.
-                mx.synchronize(self._generator.stream)
+                self.synchronize()
         self._pacer.record(work.wall_time, work.prompt_tokens)
         if self._stats is not None and self._generator.fused_tokens > fused:
             self._stats.count_prefill_in_decode(self._generator.fused_tokens - fused)

@@ -58,8 +58,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-import mlx.core as mx
-
 from protocol.inputs import ChatInputs, CompleteInputs, Op
 from protocol.messages import Delta, FinishReason, Submit
 from protocol.ready import Capability, TextInfo
@@ -211,7 +209,7 @@ class VisionEngine:
         return [] if self._batch is None else self._batch.active_ids()
 
     def admit(self, submit: Submit) -> Delta:
-        if submit.stream:
+        if submit.stream and self._batch is not None and self._interleave:
             self._streamed.add(submit.request_id)
         asked = submit.inputs
         assert isinstance(asked, ChatInputs | CompleteInputs)  # the scheduler routes by op
@@ -277,6 +275,7 @@ class VisionEngine:
         """One decode step of the batch, then a unit of the generators `_stepped` picks (a
         request that joins the batch in it decodes there from the next step)."""
         deltas = []
+        self._streamed.intersection_update(self.active_ids())
         if self._batch is not None and self._batch.active_ids():
             deltas = self._batch_step(self._batch)
             for delta in deltas:
@@ -287,28 +286,27 @@ class VisionEngine:
 
     def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
         """One step of the decode batch; while prefills are paced against it, a decode-only
-        step is timed to its end (its graph waited for): the time a unit is cut to fit."""
-        timed = (
-            bool(self._interleave)
-            and self._paced(batch)
-            and batch.decoding() == len(batch.active_ids())
-        )
+        step is timed to its end (the batch's stream waited for): the time a unit is cut to."""
+        paced = self._paced(batch)
+        if not paced:
+            self._decode_times = []  # the next paced stretch may decode another batch
+        timed = paced and batch.decoding() == len(batch.active_ids())
         began = time.perf_counter()
         deltas = batch.step()
         if timed:
-            mx.synchronize()
+            batch.synchronize()
             times = [*self._decode_times, time.perf_counter() - began]
             self._decode_times = times[-DECODE_STEPS_KEPT:]
         return deltas
 
     def _paced(self, batch: BatchTextEngine) -> bool:
-        """Whether units of prefill are cut to fit beside the decode step: a request prefills
-        for the batch while a streamed one decodes in it."""
-        ids = batch.active_ids()
-        self._streamed.intersection_update([*ids, *self._active])
+        """Whether units of prefill are cut to fit beside the decode step (`interleave` on):
+        a request prefills for the batch while requests decode in it, a streamed one among
+        the batch's."""
         return (
-            batch.decoding() > 0
-            and any(rid in self._streamed for rid in ids)
+            bool(self._interleave)
+            and batch.decoding() > 0
+            and any(rid in self._streamed for rid in batch.active_ids())
             and any(getattr(g, "joins", False) for g in self._active.values())
         )
 
@@ -316,10 +314,10 @@ class VisionEngine:
         """What a unit of prefill may take this step: `interleave` times a decode step while
         prefills are paced, else no limit."""
         batch = self._batch
-        if not self._interleave or batch is None or not self._decode_times:
+        if batch is None or not self._decode_times or not self._paced(batch):
             return None
         decode_s = statistics.median(self._decode_times)  # (a step the machine stalled is rare)
-        return self._interleave * decode_s if self._paced(batch) else None
+        return self._interleave * decode_s
 
     def _stepped(self) -> list[tuple[str, Any]]:
         """The generators to advance this step: all of them, but while requests decode in

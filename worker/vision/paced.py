@@ -27,7 +27,14 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from worker.runtime.paused_run import PausedRun
-from worker.vision.slicing import SliceBudget, on_cpu, sliceable, sliced_block, sliced_merger
+from worker.vision.slicing import (
+    SliceBudget,
+    on_cpu,
+    sliceable,
+    sliced_block,
+    sliced_merger,
+    weight_widths,
+)
 
 PAUSED = object()  # what `StepRun.advance` returns when the run paused before a unit of prefill
 
@@ -104,8 +111,8 @@ class _PausingTower:
 
 class _SlicingBlock(_PausingTower):
     """A Qwen-VL vision block's `_PausingTower`: while its run has a budget, on the CPU, its
-    rows in slices, each a unit (worker/vision/slicing.py). The budget is read once the run
-    resumes (it may have changed while the run was paused)."""
+    rows in slices, each a unit (worker/vision/slicing.py). Whether to slice is decided once
+    the run resumes (the budget may have changed while it was paused)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         run = StepRun.current()
@@ -134,8 +141,9 @@ class _SlicingMerger:
             out = merge(x)
             _evaluate(out)
             return out
-        width = self.hidden_size  # type: ignore[attr-defined]
-        return sliced_merger(merge, width, run.budget, _after_first(run.pause), x)
+        merged = self.hidden_size  # type: ignore[attr-defined]
+        widths = weight_widths(self)
+        return sliced_merger(merge, merged, widths, run.budget, _after_first(run.pause), x)
 
 
 class _PausingLanguageModel:

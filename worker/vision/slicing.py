@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 # The modules whose vision blocks and attention have the shape above (each tested equal).
 SLICED_MODULES = frozenset(
@@ -70,10 +71,10 @@ class SliceBudget:
         the time from one range to the next is what the slice took."""
         start = 0
         while start < total:
-            budget = self.seconds
+            pause()
+            budget = self.seconds  # read once resumed: it may have changed while paused
             wanted = total if budget is None else start + int(self._rows.get(key, FIRST_ROWS))
             stop = min(total, snap(start, max(start + 1, wanted)))
-            pause()
             began = time.perf_counter()
             yield start, stop
             if budget is not None and stop < total:
@@ -94,24 +95,39 @@ def on_cpu() -> bool:
 
 def least_rows(*widths: int) -> int:
     """The fewest rows whose products with (n x k) matrices, n x k in `widths`, are each
-    more than SMALL_PRODUCT multiply-adds."""
-    return SMALL_PRODUCT // max(1, min(widths)) + 1
+    more than SMALL_PRODUCT multiply-adds; two at least (a one-row product may go to a
+    matrix-vector kernel)."""
+    return max(2, SMALL_PRODUCT // max(1, min(widths)) + 1)
 
 
-def snap_to(segments: list[tuple[int, int]], least: Callable[[int], int]) -> Snap:
-    """A stop for a slice from `start`: the wanted stop, unless that cuts a segment (a, b)
-    into a piece under `least(b - a)` rows: then the segment's start if the slice holds rows
-    before it, else the least stop that leaves both pieces enough, else the segment's end."""
+def weight_widths(module: Any) -> list[int]:
+    """n x k of each matrix `module`'s rows are multiplied by (its 2-D weights)."""
+    leaves: list[tuple[str, Any]] = tree_flatten(module.parameters())  # type: ignore[assignment]
+    return [
+        int(w.shape[0] * w.shape[1]) for _, w in leaves if isinstance(w, mx.array) and w.ndim == 2
+    ]
+
+
+def snap_to(segments: list[tuple[int, int]], least: Callable[[int], int], row_least: int) -> Snap:
+    """A stop for a slice from `start` over rows split into `segments` (consecutive, covering
+    them all): at least `row_least` rows after `start` (or the end), and never cutting a
+    segment (a, b) into a piece under `least(b - a)` rows: then the segment's start if the
+    slice holds enough rows before it, else the least stop that leaves both pieces enough,
+    else the segment's end; and never leaving fewer than `row_least` rows after it."""
+    end = segments[-1][1] if segments else 0
 
     def snap(start: int, wanted: int) -> int:
+        wanted = max(wanted, start + row_least)
         for a, b in segments:
             if a < wanted < b:
                 need = least(b - a)
-                if a > start:  # the slice holds rows before the segment: end there if need be
-                    return a if wanted - a < need or b - wanted < need else wanted
-                wanted = max(wanted, start + need)
-                return wanted if b - wanted >= need else b
-        return wanted
+                if a - start >= row_least and (wanted - a < need or b - wanted < need):
+                    wanted = a  # end before the segment
+                else:
+                    wanted = max(wanted, max(a, start) + need)
+                    wanted = wanted if b - wanted >= need else b
+                break
+        return end if end - wanted < row_least else wanted
 
     return snap
 
@@ -136,10 +152,10 @@ def sliced_block(
     segments = [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
     longest = max((b - a for a, b in segments), default=total)
 
-    # The queries, keys and values: each row's own (products of width x width and wider).
-    whole = [(0, total)]
+    # Each row's own products: by the block's weights (q/k/v, the projection, the MLP).
+    row_least = least_rows(*weight_widths(block))
     parts: list[tuple[mx.array, mx.array, mx.array]] = []
-    qkv_snap = snap_to(whole, lambda _: least_rows(width * width))
+    qkv_snap = snap_to([(0, total)], lambda _: row_least, row_least)
     for start, stop in budget.slices(("qkv", width, total), total, qkv_snap, pause):
         rows = stop - start
         qkv = attn.qkv(block.norm1(hidden_states[start:stop]))
@@ -158,9 +174,9 @@ def sliced_block(
     del parts
 
     # Attention, the projection, the MLP: a piece of a segment multiplies its queries by the
-    # segment's keys (length x head_dim), then rows by width x width and wider.
+    # segment's keys (length x head_dim), then each row by the weights.
     attend = _attention(module, attn.scale)
-    out_snap = snap_to(segments, lambda length: least_rows(length * head_dim, width * width))
+    out_snap = snap_to(segments, lambda length: least_rows(length * head_dim), row_least)
     outputs = []
     for start, stop in budget.slices(("out", width, longest), total, out_snap, pause):
         pieces = [
@@ -173,30 +189,40 @@ def sliced_block(
         x = x + block.mlp(block.norm2(x))
         mx.eval(x)
         outputs.append(x)
-    return mx.concatenate(outputs, axis=0)
+    return _joined(outputs)
 
 
 def sliced_merger(
     merge: Callable[[mx.array], mx.array],
     merged_width: int,
+    widths: list[int],
     budget: SliceBudget,
     pause: Callable[[], None],
     hidden_states: mx.array,
 ) -> mx.array:
     """`merge(hidden_states)` for a merger that maps each group of merged_width / width rows
-    to one token on its own, in slices of whole groups."""
+    to one token on its own (its weights' n x k in `widths`), in slices of whole groups."""
     total, width = hidden_states.shape
     group = max(1, merged_width // width)
     groups = total // group
     if groups * group != total:
         return merge(hidden_states)  # not whole groups: not a merger of this shape
-    snap = snap_to([(0, groups)], lambda _: least_rows(merged_width * width))
+    least = least_rows(*widths)
+    snap = snap_to([(0, groups)], lambda _: least, least)
     outputs = []
     for start, stop in budget.slices(("merge", merged_width, groups), groups, snap, pause):
         out = merge(hidden_states[start * group : stop * group])
         mx.eval(out)
         outputs.append(out)
-    return mx.concatenate(outputs, axis=0)
+    return _joined(outputs)
+
+
+def _joined(outputs: list[mx.array]) -> mx.array:
+    """The slices' outputs as one array, evaluated in the last slice's unit (left lazy, the
+    copy would run in the next unit, unplanned)."""
+    out = mx.concatenate(outputs, axis=0)
+    mx.eval(out)
+    return out
 
 
 def _attention(module: Any, scale: float) -> Callable[[mx.array, mx.array, mx.array], mx.array]:

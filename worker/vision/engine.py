@@ -15,14 +15,15 @@ prompts go to that batch from the start (its processors shown what mlx-vlm shows
 other families, audio prompts and spoken replies (worker/vision/talker.py) stay on their
 generator to the end. While requests decode in the batch, one of the requests prefilling for
 it runs its unit a step, in turn, so a decode step waits for one unit, not one of each; and
-while one of the decoding requests is streamed, the unit is cut to fit beside the decode step:
-the engine times the batch's decode steps, and a unit may take `interleave` of one
-(--prefill-interleave, default 0.7 as for text prompts: worker/text/prefill_pacing.py; 0 turns
-this off), by which a language model's prefill chunk pauses
-before each decoder layer and, on the CPU, a Qwen-VL vision block and merger run in slices of
-rows steered to that time (worker/vision/slicing.py), the same floats as whole. (A client that
-does not stream sees no token before the last: then the prefills go on a whole unit a step,
-which ends a burst of image requests sooner.) The
+while a streamed request is in the batch (decoding, or waiting for its first token), the unit
+is cut to fit beside the decode step: the engine times the batch's decode steps, and a unit
+may take `interleave` of one (--prefill-interleave, default 0.7 as for text prompts:
+worker/text/prefill_pacing.py; 0 turns this off; the least units until a step was timed), by
+which a language model's prefill chunk pauses before each decoder layer and, on the CPU, a
+Qwen-VL vision block and merger run in slices of rows steered to that time
+(worker/vision/slicing.py), the same floats as whole. (A client that does not stream sees no
+token before the last: then the prefills go on a whole unit a step, which ends a burst of
+image requests sooner.) The
 request's own sampler and logits processors are used throughout, and every token goes once
 through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
 detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
@@ -287,10 +288,7 @@ class VisionEngine:
     def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
         """One step of the decode batch; while prefills are paced against it, a decode-only
         step is timed to its end (the batch's stream waited for): the time a unit is cut to."""
-        paced = self._paced(batch)
-        if not paced:
-            self._decode_times = []  # the next paced stretch may decode another batch
-        timed = paced and batch.decoding() == len(batch.active_ids())
+        timed = self._paced(batch) and batch.decoding() == len(batch.active_ids())
         began = time.perf_counter()
         deltas = batch.step()
         if timed:
@@ -301,21 +299,22 @@ class VisionEngine:
 
     def _paced(self, batch: BatchTextEngine) -> bool:
         """Whether units of prefill are cut to fit beside the decode step (`interleave` on):
-        a request prefills for the batch while requests decode in it, a streamed one among
-        the batch's."""
+        a request prefills for the batch while a streamed one is in it (decoding, or waiting
+        for its first token)."""
         return (
             bool(self._interleave)
-            and batch.decoding() > 0
             and any(rid in self._streamed for rid in batch.active_ids())
             and any(getattr(g, "joins", False) for g in self._active.values())
         )
 
     def _unit_seconds(self) -> float | None:
         """What a unit of prefill may take this step: `interleave` times a decode step while
-        prefills are paced, else no limit."""
+        prefills are paced (the least units until a decode step was timed), else no limit."""
         batch = self._batch
-        if batch is None or not self._decode_times or not self._paced(batch):
+        if batch is None or not self._paced(batch):
             return None
+        if not self._decode_times:
+            return 0.0
         decode_s = statistics.median(self._decode_times)  # (a step the machine stalled is rare)
         return self._interleave * decode_s
 

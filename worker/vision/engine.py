@@ -277,13 +277,16 @@ class VisionEngine:
         request that joins the batch in it decodes there from the next step)."""
         deltas = []
         self._streamed.intersection_update(self.active_ids())
+        # Decided before the batch steps: the step whose tokens end (or begin) a stream sends
+        # them only after its unit of prefill, so that unit is cut as the others.
+        unit_seconds = self._unit_seconds()
         if self._batch is not None and self._batch.active_ids():
             deltas = self._batch_step(self._batch)
             for delta in deltas:
                 if delta.finish_reason is not None:
                     self._offsets.pop(delta.request_id, None)
                     self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
-        return deltas + self._step_generators()
+        return deltas + self._step_generators(unit_seconds)
 
     def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
         """One step of the decode batch; while prefills are paced against it, a decode-only
@@ -332,9 +335,8 @@ class VisionEngine:
         chosen = prefilling[self._prefill_turn]
         return [(rid, g) for rid, g in active if not getattr(g, "joins", False) or g is chosen[1]]
 
-    def _step_generators(self) -> list[Delta]:
+    def _step_generators(self, unit_seconds: float | None) -> list[Delta]:
         deltas = []
-        unit_seconds = self._unit_seconds()
         for request_id, generation in self._stepped():
             if getattr(generation, "joins", False):
                 generation.unit_seconds = unit_seconds

@@ -258,6 +258,52 @@ def test_beside_a_streamed_request_a_prefill_chunk_pauses_before_each_decoder_la
     assert tokens_alone == tokens_beside == direct
 
 
+def test_a_stream_is_paced_from_its_first_step_to_the_one_that_ends_it(vm, path):
+    """A streamed request arriving while two pictures prefill: from its first step (its prompt
+    still prefilling, no decode step timed: the least units) to the step that ends it (whose
+    token leaves after that step's unit), each step begins at most one unit of the pictures',
+    with a budget; the pictures' tokens still equal direct mlx-vlm's."""
+    engine = VisionEngine(vm, prefill_step_size=8)
+    pictures = {"a": png(13), "b": png(14, (112, 56))}
+    for rid, picture in pictures.items():
+        assert engine.admit(submit(rid, [picture])).finish_reason is None
+    engine.step()  # a unit of a picture, nothing streamed yet
+    hello = [{"role": "user", "content": "Hello"}]
+    assert engine.admit(chat_submit("t", hello, max_tokens=6, stream=True)).finish_reason is None
+
+    seen: dict[str, int] = {}  # units each picture's run began so far
+
+    def begun() -> dict[str, tuple[int, float | None]]:
+        out = {}
+        for rid, generation in engine._active.items():
+            run = getattr(generation, "_results", None)
+            if rid in pictures and run is not None and run.pauses > seen.get(rid, 0):
+                out[rid] = (run.pauses - seen.get(rid, 0), run.budget.seconds)
+                seen[rid] = run.pauses
+        return out
+
+    begun()
+    got: dict[str, list[int]] = {rid: [] for rid in pictures}
+    budgets: list[float | None] = []
+    while "t" in engine.active_ids():
+        deltas = engine.step()
+        units = begun()
+        assert sum(n for n, _ in units.values()) <= 1
+        budgets += [budget for _, budget in units.values()]
+        for d in deltas:
+            if d.request_id in got:
+                got[d.request_id] += d.token_ids
+    assert any(rid in engine._active for rid in pictures)  # the stream ended first
+    assert budgets and budgets[0] == 0.0 and all(b is not None for b in budgets)
+    while any(rid in engine.active_ids() for rid in pictures):
+        for d in engine.step():
+            if d.request_id in got:
+                got[d.request_id] += d.token_ids
+    for rid, picture in pictures.items():
+        direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=8)
+        assert got[rid] == direct
+
+
 def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path):
     engine = VisionEngine(vm, prefill_step_size=8)
     assert engine.admit(submit("a", [png(12)])).finish_reason is None

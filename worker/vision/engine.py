@@ -150,7 +150,8 @@ class VisionEngine:
         self._offsets: dict[str, int] = {}  # mRoPE offsets of the requests in the batch
         self._leases: dict[str, Lease] = {}  # their conversation states, by request id
         self._prefill_turn = 0  # which prefilling generator advances while the batch decodes
-        self._decode_times: list[float] = []  # the batch's latest decode steps, timed while pacing
+        # The batch's latest decode steps timed while pacing: (rows decoding, seconds).
+        self._decode_times: list[tuple[int, float]] = []
         self._streamed: set[str] = set()  # the requests whose clients stream
         if decode_batch and batched(vision_model):
             self._batch = self._decode_batch(prefill_step_size, max_num_seqs)
@@ -277,16 +278,17 @@ class VisionEngine:
         request that joins the batch in it decodes there from the next step)."""
         deltas = []
         self._streamed.intersection_update(self.active_ids())
-        # Decided before the batch steps: the step whose tokens end (or begin) a stream sends
-        # them only after its unit of prefill, so that unit is cut as the others.
+        # Decided before the batch steps: the step whose tokens end a stream sends them only
+        # after its units of prefill, so they are chosen and cut as in the steps before.
         unit_seconds = self._unit_seconds()
+        stepped = self._stepped()
         if self._batch is not None and self._batch.active_ids():
             deltas = self._batch_step(self._batch)
             for delta in deltas:
                 if delta.finish_reason is not None:
                     self._offsets.pop(delta.request_id, None)
                     self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
-        return deltas + self._step_generators(unit_seconds)
+        return deltas + self._step_generators(stepped, unit_seconds)
 
     def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
         """One step of the decode batch; while prefills are paced against it, a decode-only
@@ -296,8 +298,8 @@ class VisionEngine:
         deltas = batch.step()
         if timed:
             batch.synchronize()
-            times = [*self._decode_times, time.perf_counter() - began]
-            self._decode_times = times[-DECODE_STEPS_KEPT:]
+            took = (batch.decoding(), time.perf_counter() - began)
+            self._decode_times = [*self._decode_times, took][-DECODE_STEPS_KEPT:]
         return deltas
 
     def _paced(self, batch: BatchTextEngine) -> bool:
@@ -318,8 +320,13 @@ class VisionEngine:
             return None
         if not self._decode_times:
             return 0.0
-        decode_s = statistics.median(self._decode_times)  # (a step the machine stalled is rare)
-        return self._interleave * decode_s
+        # The steps timed with as many rows decoding as now, else all of them (a stalled step
+        # is rare: the median).
+        rows = batch.decoding()
+        times = [t for n, t in self._decode_times if n == rows] or [
+            t for _, t in self._decode_times
+        ]
+        return self._interleave * statistics.median(times)
 
     def _stepped(self) -> list[tuple[str, Any]]:
         """The generators to advance this step: all of them, but while requests decode in
@@ -335,9 +342,11 @@ class VisionEngine:
         chosen = prefilling[self._prefill_turn]
         return [(rid, g) for rid, g in active if not getattr(g, "joins", False) or g is chosen[1]]
 
-    def _step_generators(self, unit_seconds: float | None) -> list[Delta]:
+    def _step_generators(
+        self, stepped: list[tuple[str, Any]], unit_seconds: float | None
+    ) -> list[Delta]:
         deltas = []
-        for request_id, generation in self._stepped():
+        for request_id, generation in stepped:
             if getattr(generation, "joins", False):
                 generation.unit_seconds = unit_seconds
             try:

@@ -50,8 +50,9 @@ class StepRun(PausedRun):
         self._stream: Any = None  # the run's own default stream while it is switched out
         self.pauses = 0  # units of prefill begun
         self.cache: list[Any] | None = None  # the KV cache its language model calls carry
-        # What a unit may take while other requests decode (worker/vision/slicing.py), set by
-        # the engine; with it, a prefill call of the language model pauses before each layer.
+        # What a unit may take while a streamed request decodes beside it (None: no limit;
+        # worker/vision/slicing.py), set by the engine; with it, a prefill call of the language
+        # model pauses before each layer.
         self.budget = SliceBudget()
         # Inside a language model call paced layer by layer: what each layer calls first.
         self.layer_pause: Callable[[], None] | None = None

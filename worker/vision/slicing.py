@@ -30,8 +30,8 @@ may depend on its shape in other ways, so there blocks stay whole.
 How many rows a slice takes is steered by time: after each slice, by the budget over what the
 slice took (growing at most MAX_GROWTH a slice), starting from FIRST_ROWS, kept per pass and
 segment length across the run's blocks. The budget is the run's (`SliceBudget.seconds`, set by
-the vision engine from the decode step it paces against); without one (nothing decodes) a block
-runs whole, as mlx-vlm's call.
+the vision engine from the decode step it paces against; 0: the least slices); without one (no
+streamed request in the decode batch) a block runs whole, as mlx-vlm's call.
 """
 
 from __future__ import annotations
@@ -73,11 +73,16 @@ class SliceBudget:
         while start < total:
             pause()
             budget = self.seconds  # read once resumed: it may have changed while paused
-            wanted = total if budget is None else start + int(self._rows.get(key, FIRST_ROWS))
+            if budget is None:
+                wanted = total
+            elif budget <= 0:
+                wanted = start  # the least slice (nothing timed yet to steer by)
+            else:
+                wanted = start + int(self._rows.get(key, FIRST_ROWS))
             stop = min(total, snap(start, max(start + 1, wanted)))
             began = time.perf_counter()
             yield start, stop
-            if budget is not None and stop < total:
+            if budget is not None and budget > 0 and stop < total:
                 took = max(time.perf_counter() - began, 1e-6)
                 rows = stop - start
                 self._rows[key] = min(MAX_GROWTH * rows, rows * budget / took)

@@ -181,6 +181,20 @@ def test_a_prefill_runs_a_unit_a_step_and_a_text_request_beside_it_decodes_meanw
     assert run_all(engine, submit("b", [png(11)]))["b"]["tokens"] == direct
 
 
+def assert_pictures_end_as_direct(
+    engine: VisionEngine, path: str, pictures: dict[str, bytes], got: dict[str, list[int]]
+) -> None:
+    """Steps `engine` until the pictures' requests end; each one's tokens (with those in `got`
+    so far) equal direct mlx-vlm's with prefill chunks of 8."""
+    while any(rid in engine.active_ids() for rid in pictures):
+        for d in engine.step():
+            if d.request_id in got:
+                got[d.request_id] += d.token_ids
+    for rid, picture in pictures.items():
+        direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=8)
+        assert got[rid] == direct
+
+
 def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
     engine = VisionEngine(vm, prefill_step_size=8)
     text = chat_submit("t", [{"role": "user", "content": "Hello"}], max_tokens=60)
@@ -203,13 +217,7 @@ def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
         for d in deltas:
             if d.request_id in got:
                 got[d.request_id] += d.token_ids
-    while any(rid in engine.active_ids() for rid in pictures):
-        for d in engine.step():
-            if d.request_id in got:
-                got[d.request_id] += d.token_ids
-    for rid, picture in pictures.items():
-        direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=8)
-        assert got[rid] == direct
+    assert_pictures_end_as_direct(engine, path, pictures, got)
 
 
 @pytest.mark.parametrize(("streamed", "interleave"), [(True, 0.7), (False, 0.7), (True, 0.0)])
@@ -295,13 +303,7 @@ def test_a_stream_is_paced_from_its_first_step_to_the_one_that_ends_it(vm, path)
                 got[d.request_id] += d.token_ids
     assert any(rid in engine._active for rid in pictures)  # the stream ended first
     assert budgets and budgets[0] == 0.0 and all(b is not None for b in budgets)
-    while any(rid in engine.active_ids() for rid in pictures):
-        for d in engine.step():
-            if d.request_id in got:
-                got[d.request_id] += d.token_ids
-    for rid, picture in pictures.items():
-        direct = direct_vlm_tokens(path, [picture], QUESTION, MAX_TOKENS, prefill_step_size=8)
-        assert got[rid] == direct
+    assert_pictures_end_as_direct(engine, path, pictures, got)
 
 
 def test_an_abort_in_the_middle_of_a_prefill_leaves_the_model_as_it_was(vm, path):

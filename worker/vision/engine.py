@@ -280,20 +280,21 @@ class VisionEngine:
         self._streamed.intersection_update(self.active_ids())
         # Decided before the batch steps: the step whose tokens end a stream sends them only
         # after its units of prefill, so they are chosen and cut as in the steps before.
-        unit_seconds = self._unit_seconds()
+        paced = self._batch is not None and self._paced(self._batch)
+        unit_seconds = self._unit_seconds(paced)
         stepped = self._stepped()
         if self._batch is not None and self._batch.active_ids():
-            deltas = self._batch_step(self._batch)
+            deltas = self._batch_step(self._batch, paced)
             for delta in deltas:
                 if delta.finish_reason is not None:
                     self._offsets.pop(delta.request_id, None)
                     self._leases.pop(delta.request_id, None)  # (`keep` took the kept ones)
         return deltas + self._step_generators(stepped, unit_seconds)
 
-    def _batch_step(self, batch: BatchTextEngine) -> list[Delta]:
-        """One step of the decode batch; while prefills are paced against it, a decode-only
+    def _batch_step(self, batch: BatchTextEngine, paced: bool) -> list[Delta]:
+        """One step of the decode batch; while prefills are `paced` against it, a decode-only
         step is timed to its end (the batch's stream waited for): the time a unit is cut to."""
-        timed = self._paced(batch) and batch.decoding() == len(batch.active_ids())
+        timed = paced and batch.decoding() == len(batch.active_ids())
         began = time.perf_counter()
         deltas = batch.step()
         if timed:
@@ -312,11 +313,11 @@ class VisionEngine:
             and any(getattr(g, "joins", False) for g in self._active.values())
         )
 
-    def _unit_seconds(self) -> float | None:
+    def _unit_seconds(self, paced: bool) -> float | None:
         """What a unit of prefill may take this step: `interleave` times a decode step while
-        prefills are paced (the least units until a decode step was timed), else no limit."""
+        prefills are `paced` (the least units until a decode step was timed), else no limit."""
         batch = self._batch
-        if batch is None or not self._paced(batch):
+        if batch is None or not paced:
             return None
         if not self._decode_times:
             return 0.0

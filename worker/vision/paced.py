@@ -105,9 +105,7 @@ class _PausingTower:
         if run is None:
             return super().__call__(*args, **kwargs)  # type: ignore[misc]
         run.pause()
-        out = super().__call__(*args, **kwargs)  # type: ignore[misc]
-        _evaluate(out)
-        return out
+        return _evaluated(super().__call__, *args, **kwargs)  # type: ignore[misc]
 
 
 class _SlicingBlock(_PausingTower):
@@ -122,9 +120,7 @@ class _SlicingBlock(_PausingTower):
             return super().__call__(*args, **kwargs)
         run.pause()
         if run.budget.seconds is None:  # the block's own call (this unit's pause was made)
-            out = super(_PausingTower, self).__call__(*args, **kwargs)  # type: ignore[misc]
-            _evaluate(out)
-            return out
+            return _evaluated(super(_PausingTower, self).__call__, *args, **kwargs)  # type: ignore[misc]
         return sliced_block(self, run.budget, _after_first(run.pause), *inputs)
 
 
@@ -139,9 +135,7 @@ class _SlicingMerger:
         run.pause()
         merge = super().__call__  # type: ignore[misc]
         if run.budget.seconds is None:
-            out = merge(x)
-            _evaluate(out)
-            return out
+            return _evaluated(merge, x)
         merged = self.hidden_size  # type: ignore[attr-defined]
         widths = weight_widths(self)
         return sliced_merger(merge, merged, widths, run.budget, _after_first(run.pause), x)
@@ -181,9 +175,7 @@ class _PausingLayer:
         if run is None or run.layer_pause is None:
             return super().__call__(*args, **kwargs)  # type: ignore[misc]
         run.layer_pause()
-        out = super().__call__(*args, **kwargs)  # type: ignore[misc]
-        _evaluate(out)
-        return out
+        return _evaluated(super().__call__, *args, **kwargs)  # type: ignore[misc]
 
 
 def _after_first(pause: Callable[[], None]) -> Callable[[], None]:
@@ -221,8 +213,12 @@ def _decoder_layers(language_model: Any) -> list[Any]:
     return layers if isinstance(layers, list) else []
 
 
-def _evaluate(out: Any) -> None:
+def _evaluated(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`call(*args, **kwargs)` with its arrays evaluated (MLX is lazy: left unevaluated, the
+    work would run inside the next unit)."""
+    out = call(*args, **kwargs)
     mx.eval([leaf for _, leaf in list(tree_flatten(out)) if isinstance(leaf, mx.array)])
+    return out
 
 
 def _tokens(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:

@@ -195,9 +195,15 @@ def assert_pictures_end_as_direct(
         assert got[rid] == direct
 
 
-def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
+@pytest.mark.parametrize("streamed", [True, False])
+def test_while_a_request_decodes_pictures_prefill_a_unit_each_or_one_beside_a_stream(
+    vm, path, streamed
+):
+    """Beside a streamed request one picture's run begins a unit a step, in turn; beside one
+    whose client does not stream, every picture's run does (the batch decodes fewer steps)."""
     engine = VisionEngine(vm, prefill_step_size=8)
-    text = chat_submit("t", [{"role": "user", "content": "Hello"}], max_tokens=60)
+    hello = [{"role": "user", "content": "Hello"}]
+    text = chat_submit("t", hello, max_tokens=60, stream=streamed)
     assert engine.admit(text).finish_reason is None
     while not any(d.token_ids for d in engine.step()):  # the text request decodes now
         pass
@@ -205,15 +211,21 @@ def test_while_a_request_decodes_one_picture_prefills_a_unit_a_step(vm, path):
     for rid, picture in pictures.items():
         assert engine.admit(submit(rid, [picture])).finish_reason is None
 
-    def units() -> int:  # units of prefill the pictures' generators began
-        runs = [g._results for r, g in engine._active.items() if r in pictures]
-        return sum(run.pauses for run in runs if run is not None)
+    def begun() -> dict[str, int]:  # units of prefill each picture's run began so far
+        runs = {r: g._results for r, g in engine._active.items() if r in pictures}
+        return {r: run.pauses for r, run in runs.items() if run is not None}
 
     got: dict[str, list[int]] = {rid: [] for rid in pictures}
     while any(rid in engine._active for rid in pictures):
-        before = units()
+        before = begun()
         deltas = engine.step()
-        assert units() - before <= 1 and any(d.request_id == "t" for d in deltas)
+        after = begun()
+        advanced = [r for r in after if after[r] > before.get(r, 0)]
+        assert any(d.request_id == "t" for d in deltas)
+        if streamed:
+            assert sum(after[r] - before.get(r, 0) for r in after) <= 1
+        else:  # every run still prefilling began a unit (or ended its prefill)
+            assert advanced == list(after) and all(after[r] - before.get(r, 0) == 1 for r in after)
         for d in deltas:
             if d.request_id in got:
                 got[d.request_id] += d.token_ids

@@ -8,32 +8,22 @@ of the encoder's 1.24 s on 2 cores, while its matrix products run on BLAS and ar
 
 `install(model)` gives the encoder's attention modules (not the decoder's: it attends to a
 few tokens at a time) a `qkv_attention` that computes half of the heads on a second CPU
-stream, so both cores work through the softmaxes. Each head is computed exactly as
-mlx-audio's `MultiHeadAttention.qkv_attention` computes it (the same operations on the same
-slices; heads do not mix until the output projection), so the encoder's output is bit for
-bit the stock one (tests/unit/test_transcription_whisper_fast.py) and transcripts equal
-direct mlx-audio. The worker's Python still calls MLX from its one thread; MLX runs each
-stream's operations on that stream's own thread and joins them at the concatenation. Only
-where MLX runs on the CPU: on a GPU one stream already uses the device.
+stream (worker/runtime/side_stream.py), so both cores work through the softmaxes. Each head
+is computed exactly as mlx-audio's `MultiHeadAttention.qkv_attention` computes it (the same
+operations on the same slices; heads do not mix until the output projection), so the
+encoder's output is bit for bit the stock one (tests/unit/test_transcription_whisper_fast.py)
+and transcripts equal direct mlx-audio. Only where MLX runs on the CPU: on a GPU one stream
+already uses the device.
 """
 
 from __future__ import annotations
 
-import threading
 import types
 from typing import Any
 
 import mlx.core as mx
 
-# The second CPU stream, one per thread: an MLX stream belongs to the thread that made it.
-_local = threading.local()
-
-
-def _side_stream() -> Any:
-    stream = getattr(_local, "stream", None)
-    if stream is None:
-        stream = _local.stream = mx.new_stream(mx.cpu)
-    return stream
+from worker.runtime.side_stream import side_stream
 
 
 def install(model: Any) -> bool:
@@ -71,7 +61,7 @@ def _two_stream_attention(
 
     half = self.n_head // 2
     out_a, qk_a = heads(0, half)
-    with mx.stream(_side_stream()):
+    with mx.stream(side_stream()):
         out_b, qk_b = heads(half, self.n_head)
     out = mx.concatenate([out_a, out_b], axis=1).transpose(0, 2, 1, 3)
     return out.reshape(n_batch, n_ctx, n_state), mx.concatenate([qk_a, qk_b], axis=1)

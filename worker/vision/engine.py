@@ -13,17 +13,18 @@ BatchGenerator) with the KV cache the generator filled, its sampler's key and it
 view of the tokens carried over, so it decodes what its generator would have; text-only
 prompts go to that batch from the start (its processors shown what mlx-vlm shows them). The
 other families, audio prompts and spoken replies (worker/vision/talker.py) stay on their
-generator to the end. While requests decode in the batch, one of the requests prefilling for
-it runs its unit a step, in turn, so a decode step waits for one unit, not one of each; and
-while a streamed request is in the batch (decoding, or waiting for its first token), the unit
-is cut to fit beside the decode step: the engine times the batch's decode steps, and a unit
+generator to the end. Every step, each request still prefilling runs one unit, as the text
+engine feeds every prefilling request a chunk a step; but while a streamed request is in the
+batch (decoding, or waiting for its first token), only one of them does, in turn, so the
+stream's decode step waits for one unit, not one of each, and the unit is cut to fit beside
+the decode step: the engine times the batch's decode steps, and a unit
 may take `interleave` of one (--prefill-interleave, default 0.7 as for text prompts:
 worker/text/prefill_pacing.py; 0 turns this off; the least units until a step was timed), by
 which a language model's prefill chunk pauses before each decoder layer and, on the CPU, a
 Qwen-VL vision block and merger run in slices of rows steered to that time
 (worker/vision/slicing.py), the same floats as whole. (A client that does not stream sees no
-token before the last: then the prefills go on a whole unit a step, which ends a burst of
-image requests sooner.) The
+token before the last: then every prefill goes on a whole unit a step, which ends a burst of
+image requests sooner: the batch decodes fewer steps with few rows.) The
 request's own sampler and logits processors are used throughout, and every token goes once
 through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
 detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
@@ -282,7 +283,7 @@ class VisionEngine:
         # after its units of prefill, so they are chosen and cut as in the steps before.
         paced = self._batch is not None and self._paced(self._batch)
         unit_seconds = self._unit_seconds(paced)
-        stepped = self._stepped()
+        stepped = self._stepped(paced)
         if self._batch is not None and self._batch.active_ids():
             deltas = self._batch_step(self._batch, paced)
             for delta in deltas:
@@ -329,12 +330,12 @@ class VisionEngine:
         ]
         return self._interleave * statistics.median(times)
 
-    def _stepped(self) -> list[tuple[str, Any]]:
-        """The generators to advance this step: all of them, but while requests decode in
-        the batch only one of those still prefilling for the batch (in turn), so a decode
-        step waits for one unit of prefill, not one of each request's."""
+    def _stepped(self, paced: bool) -> list[tuple[str, Any]]:
+        """The generators to advance this step: all of them, but while prefills are `paced`
+        beside a streamed request only one of those still prefilling for the batch (in turn),
+        so its decode step waits for one unit of prefill, not one of each request's."""
         active = list(self._active.items())
-        if self._batch is None or not self._batch.active_ids():
+        if not paced:
             return active
         prefilling = [(rid, g) for rid, g in active if getattr(g, "joins", False)]
         if not prefilling:

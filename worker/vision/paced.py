@@ -27,6 +27,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten
 
 from worker.runtime.paused_run import PausedRun
+from worker.vision.lanes import laned, laned_block
 from worker.vision.slicing import (
     SliceBudget,
     on_cpu,
@@ -109,8 +110,9 @@ class _PausingTower:
 
 
 class _SlicingBlock(_PausingTower):
-    """A Qwen-VL vision block's `_PausingTower`: while its run has a budget, on the CPU, its
-    rows in slices, each a unit (worker/vision/slicing.py). Whether to slice is decided once
+    """A Qwen-VL vision block's `_PausingTower`: on the CPU, while its run has a budget, its
+    rows in slices, each a unit (worker/vision/slicing.py), else the whole block with its
+    elementwise work on two streams (worker/vision/lanes.py). Whether to slice is decided once
     the run resumes (the budget may have changed while it was paused)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -119,7 +121,9 @@ class _SlicingBlock(_PausingTower):
         if run is None or inputs is None or not on_cpu():
             return super().__call__(*args, **kwargs)
         run.pause()
-        if run.budget.seconds is None:  # the block's own call (this unit's pause was made)
+        if run.budget.seconds is None:  # whole (this unit's pause was made), on both cores
+            if laned(self):
+                return _evaluated(laned_block, self, *inputs)
             return _evaluated(super(_PausingTower, self).__call__, *args, **kwargs)  # type: ignore[misc]
         return sliced_block(self, run.budget, _after_first(run.pause), *inputs)
 

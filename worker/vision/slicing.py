@@ -180,7 +180,7 @@ def sliced_block(
 
     # Attention, the projection, the MLP: a piece of a segment multiplies its queries by the
     # segment's keys (length x head_dim), then each row by the weights.
-    attend = _attention(module, attn.scale)
+    attend = attention_call(module, attn.scale)
     out_snap = snap_to(segments, lambda length: least_rows(length * head_dim), row_least)
     outputs = []
     for start, stop in budget.slices(("out", width, longest), total, out_snap, pause):
@@ -230,7 +230,7 @@ def _joined(outputs: list[mx.array]) -> mx.array:
     return out
 
 
-def _attention(module: Any, scale: float) -> Callable[[mx.array, mx.array, mx.array], mx.array]:
+def attention_call(module: Any, scale: float) -> Callable[[mx.array, mx.array, mx.array], mx.array]:
     """The attention call the family's own Attention makes (Qwen3-VL pads the head size to a
     fused kernel's)."""
     fused = getattr(module, "ensure_fused_sdpa", None)

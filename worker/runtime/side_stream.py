@@ -1,0 +1,29 @@
+"""A second MLX CPU stream: the other core, for work MLX would run on one.
+
+MLX's CPU backend runs each stream's operations on that stream's own thread, and computes
+elementwise functions (`exp`, `erf`, `tanh`, the softmax's exponentials) one element at a time
+(~14 ns each on the development machine), so on the CPU they use one core however many the
+machine has. Work split in two independent halves (other heads, other rows), the second half
+built under `with mx.stream(side_stream())`, runs on two cores; the worker's Python still calls
+MLX from its one thread, and MLX joins the halves where an operation reads both. Users:
+worker/transcription/whisper_fast.py (Whisper's encoder heads) and worker/vision/lanes.py
+(Qwen-VL vision blocks).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import mlx.core as mx
+
+# One per thread: an MLX stream belongs to the thread that made it.
+_local = threading.local()
+
+
+def side_stream() -> Any:
+    """This thread's second CPU stream (made on first use)."""
+    stream = getattr(_local, "stream", None)
+    if stream is None:
+        stream = _local.stream = mx.new_stream(mx.cpu)
+    return stream

@@ -156,3 +156,23 @@ def test_a_follow_up_turn_about_the_image_reuses_its_kv_and_equals_direct(
     assert second.choices[0].message.content == expected.text
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert first.usage.prompt_tokens <= cached < second.usage.prompt_tokens
+
+
+def test_a_padded_vocabularys_rows_without_text_answer_200_streamed_and_not(start_server):
+    """The `padded` checkpoint's random weights pick rows past its tokenizer's entries (as
+    Qwen's 151,936 rows over 151,665 entries allow): they add no text; the answer is a 200,
+    streamed the same (mlx-vlm's detokenizer raised an IndexError on them: a 500)."""
+    path = str(ensure_checkpoint("qwen2_vl", "padded"))
+    server = start_server(path, name="vision-padded")
+    client = openai_client(server)
+    request = dict(
+        model=model_name(path),
+        messages=[openai_image_message(QUESTION, png(3))],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+    whole = client.chat.completions.create(**request)
+    assert whole.usage.completion_tokens == MAX_TOKENS
+    chunks = list(client.chat.completions.create(stream=True, **request))
+    joined = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert joined == whole.choices[0].message.content

@@ -436,3 +436,17 @@ def test_unknown_mlx_vlm_model_type_fails_naming_the_supported_ones(path, tmp_pa
         ValueError, match="no_such_vl is not supported by mlx-vlm; supported: .*qwen2_vl"
     ):
         main_model_kind(str(copy))
+
+
+def test_a_token_without_an_entry_in_the_tokenizer_adds_no_text():
+    """A padded vocabulary's rows past the tokenizer's entries (the `padded` checkpoint's
+    random weights pick them often) have no text: the request goes on, its text that of its
+    other tokens, where mlx-vlm's detokenizer raises an IndexError (a 500 before)."""
+    vm = load_vision_model(str(ensure_checkpoint("qwen2_vl", "padded")))
+    tokenizer = vm.processor.tokenizer
+    entries = len(tokenizer)
+    asked = chat_submit("p", [mlx_vlm_message(QUESTION)], max_tokens=24, images=[png(3)])
+    got = run_all(VisionEngine(vm), asked)["p"]
+    assert got["end"].finish_reason == FinishReason.LENGTH and len(got["tokens"]) == 24
+    assert any(t >= entries for t in got["tokens"])  # the case the test is about happened
+    assert got["text"] == tokenizer.decode([t for t in got["tokens"] if t < entries])

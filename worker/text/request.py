@@ -24,6 +24,7 @@ from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, TokenLogprob, Usage
 from worker.runtime.errors import bad_request
 from worker.text.features import ParsedDelta, ResponseParser, build_features
+from worker.text.padded_vocab import has_entry
 from worker.text.prompts import prompt_for
 from worker.text.sampling import (
     make_request_logits_processors,
@@ -119,7 +120,8 @@ class TextRequest:
         if token in self.eos_token_ids:
             finish = FinishReason.STOP
         else:
-            self.detokenizer.add_token(token)
+            if has_entry(self.detokenizer, token):  # worker/text/padded_vocab.py
+                self.detokenizer.add_token(token)
             if self.completion_tokens >= self.max_tokens:
                 finish = FinishReason.LENGTH
         if finish is None and end is not None:

@@ -115,6 +115,9 @@ class VlmDims:
     vision_mlp_ratio: int  # transformers insists on an int
     max_positions: int = 4096
     max_pixels: int = MAX_PIXELS  # the image processor's ceiling (more pixels: more tokens)
+    # Entries the BPE learns, where fewer than the embedding's rows (`vocab`): a padded
+    # vocabulary, as a real one's size needs more text than the training corpus has.
+    tokenizer_vocab: int | None = None
 
     @property
     def head_dim(self) -> int:
@@ -135,6 +138,21 @@ SIZES: Mapping[str, VlmDims] = {
         vision_heads=4,
         vision_mlp_ratio=2,
     ),
+    # The tiny one with a padded vocabulary, 4,096 embedding rows over a BPE of 2,048 entries
+    # (as Qwen's 151,936 rows over 151,665): its random weights often pick a row without text.
+    "padded": VlmDims(
+        hidden=128,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        intermediate=256,
+        vocab=4096,
+        vision_depth=2,
+        vision_dim=64,
+        vision_heads=4,
+        vision_mlp_ratio=2,
+        tokenizer_vocab=2048,
+    ),
     # ~40M: a ViT-S-sized vision tower (21M) and a 20M-class language model, for benchmarks
     # (scripts/bench_vision.py): a 448 x 448 image is 1,024 patches, 256 tokens.
     "bench": VlmDims(
@@ -149,6 +167,24 @@ SIZES: Mapping[str, VlmDims] = {
         vision_heads=6,
         vision_mlp_ratio=4,
         max_pixels=448 * 448,
+    ),
+    # Qwen2-VL-2B-Instruct's shapes (2.2B parameters, 8.8 GB in float32): what a real model
+    # costs per picture and per token, for speed only (scripts/bench_vision_batch.py
+    # --model); built only when asked, never by tests.
+    "real": VlmDims(
+        hidden=1536,
+        layers=28,
+        heads=12,
+        kv_heads=2,
+        intermediate=8960,
+        vocab=151936,
+        vision_depth=32,
+        vision_dim=1280,
+        vision_heads=16,
+        vision_mlp_ratio=4,
+        max_positions=32768,
+        max_pixels=448 * 448,
+        tokenizer_vocab=8192,
     ),
 }
 
@@ -352,7 +388,7 @@ def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     """Write every file of a tiny Qwen2-VL checkpoint into `out_dir`; return its parameters.
 
     Signature of `worker.tiny_models.arch.Arch.build` (`arch` is unused here)."""
-    tok = train_tokenizer(TOKENIZER, dims.vocab)
+    tok = train_tokenizer(TOKENIZER, dims.tokenizer_vocab or dims.vocab)
     tid = id_of(tok)
     write_tokenizer_files(TOKENIZER, tok, out_dir, model_max_length=dims.max_positions)
     write_json(out_dir / "config.json", config(dims, tid))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worker.text.padded_vocab import skip_tokens_without_entry
 from worker.text.request import TokenTexts
 from worker.text.sampling import load_sampling_defaults
 
@@ -116,6 +117,8 @@ def load_vision_model(path: str) -> VisionModel:
     from mlx_vlm.tokenizer_utils import load_tokenizer
 
     model, processor = load(path)
+    if getattr(processor, "detokenizer", None) is not None:
+        skip_tokens_without_entry(processor.detokenizer)  # (its generator's; text unused)
     raw_tokenizer = getattr(processor, "tokenizer", processor)
     criteria = getattr(raw_tokenizer, "stopping_criteria", None)
     eos_ids = list(criteria.eos_token_ids) if criteria is not None else None

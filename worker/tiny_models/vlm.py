@@ -118,6 +118,9 @@ class VlmDims:
     # Entries the BPE learns, where fewer than the embedding's rows (`vocab`): a padded
     # vocabulary, as a real one's size needs more text than the training corpus has.
     tokenizer_vocab: int | None = None
+    # Those rows past the entries zero (as a trained model's are low: greedy decoding never
+    # picks them), else random like the others (then they are often picked).
+    silent_padding: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -185,6 +188,7 @@ SIZES: Mapping[str, VlmDims] = {
         max_positions=32768,
         max_pixels=448 * 448,
         tokenizer_vocab=8192,
+        silent_padding=True,
     ),
 }
 
@@ -396,7 +400,9 @@ def build(arch: object, dims: VlmDims, out_dir: Path) -> int:
     write_json(
         out_dir / "preprocessor_config.json", {**PREPROCESSOR_CONFIG, "max_pixels": dims.max_pixels}
     )
-    added_ids = [tid(content) for content, _ in TOKENIZER.added_tokens]
-    tensors = {**qwen2_text_weights(dims, added_ids), **qwen_vision_weights(dims, "qwen2_vl")}
+    zero_rows = [tid(content) for content, _ in TOKENIZER.added_tokens]
+    if dims.silent_padding:
+        zero_rows += range(tok.get_vocab_size(), dims.vocab)
+    tensors = {**qwen2_text_weights(dims, zero_rows), **qwen_vision_weights(dims, "qwen2_vl")}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     return sum(t.size for t in tensors.values())

@@ -92,7 +92,7 @@ def _laned_mlp(mlp: Any, x: mx.array, side: Any) -> mx.array:
     """`mlp(x)`, the activation of the second half of the rows on `side`."""
     form = _mlp_form(mlp)
     if form is None:
-        return mlp(x)  # type: ignore[no-any-return]
+        return mlp(x)
     inputs, activation, output = form
     act = activation(mlp)
     projected = [getattr(mlp, name)(x) for name in inputs]
@@ -100,4 +100,4 @@ def _laned_mlp(mlp: Any, x: mx.array, side: Any) -> mx.array:
     first = act(*(p[:half] for p in projected))
     with mx.stream(side):
         second = act(*(p[half:] for p in projected))
-    return getattr(mlp, output)(mx.concatenate([first, second], axis=0))  # type: ignore[no-any-return]
+    return getattr(mlp, output)(mx.concatenate([first, second], axis=0))

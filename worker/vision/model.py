@@ -117,8 +117,9 @@ def load_vision_model(path: str) -> VisionModel:
     from mlx_vlm.tokenizer_utils import load_tokenizer
 
     model, processor = load(path)
-    if getattr(processor, "detokenizer", None) is not None:
-        skip_tokens_without_entry(processor.detokenizer)  # (its generator's; text unused)
+    detokenizer = getattr(processor, "detokenizer", None)  # its generator's (text unused)
+    if detokenizer is not None:
+        skip_tokens_without_entry(detokenizer)
     raw_tokenizer = getattr(processor, "tokenizer", processor)
     criteria = getattr(raw_tokenizer, "stopping_criteria", None)
     eos_ids = list(criteria.eos_token_ids) if criteria is not None else None

@@ -25,7 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.base import create_attention_mask, scaled_dot_product_attention
+from mlx_lm.models.base import create_attention_mask
+
+from worker.text.laned_attention import attention
 
 FUSABLE_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 _ATTENTION_PARTS = (
@@ -143,5 +145,5 @@ def _attend(attn: Any, q: mx.array, k: mx.array, v: mx.array, part: _Part, cache
     q = attn.rope(q, offset=cache.offset)
     k = attn.rope(k, offset=cache.offset)
     k, v = cache.update_and_fetch(k, v)
-    out = scaled_dot_product_attention(q, k, v, cache=cache, scale=attn.scale, mask=part.mask)
+    out = attention(q, k, v, cache=cache, scale=attn.scale, mask=part.mask)  # (on both cores)
     return out.transpose(0, 2, 1, 3).reshape(1, rows * width, -1)

@@ -31,6 +31,7 @@ from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 from protocol.messages import Submit
+from worker.text import laned_attention
 from worker.text.prompt_size import PromptBudget
 from worker.text.prompts import prompt_for
 from worker.text.request import TokenTexts, make_text_request
@@ -80,6 +81,7 @@ def load_text_model(
     """
     config = json.loads((Path(path) / "config.json").read_text()) if Path(path).is_dir() else {}
     model, tokenizer = _load(path, dtype, adapter_path, shard and (lambda m: shard(m, config)))
+    laned_attention.install(model)  # on the CPU: long attention on both cores, the same floats
     text_config = config.get("text_config") or {}
     max_context = config.get("max_position_embeddings") or text_config.get(
         "max_position_embeddings"
@@ -88,6 +90,7 @@ def load_text_model(
     draft_model = None
     if draft_path is not None:
         draft_model, draft_tokenizer = _load(draft_path, dtype)
+        laned_attention.install(draft_model)
         check_same_vocabulary(tokenizer, draft_tokenizer, draft_path)
     return TextModel(
         path=path,

@@ -171,8 +171,10 @@ def test_a_padded_vocabularys_rows_without_text_answer_200_streamed_and_not(star
         max_tokens=MAX_TOKENS,
         temperature=0,
     )
-    whole = client.chat.completions.create(**request)
+    whole = client.chat.completions.create(logprobs=True, **request)
     assert whole.usage.completion_tokens == MAX_TOKENS
+    # The case happened: a token without text (every entry of this BPE has some).
+    assert any(t.token == "" for t in whole.choices[0].logprobs.content)
     chunks = list(client.chat.completions.create(stream=True, **request))
     joined = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert joined == whole.choices[0].message.content

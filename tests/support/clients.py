@@ -203,6 +203,10 @@ def ensure_node_clients(timeout: float = INSTALL_TIMEOUT) -> NodeClients:
             # an npm that asks before running scripts): the fallback it prints itself.
             setup = clients.node_modules / "@anthropic-ai" / "claude-code" / "install.cjs"
             installer.run([clients.node, setup], NODE_DIR, "claude code's native binary")
+        if not _answers_version(clients.bin("opencode")):  # the same for OpenCode's binary
+            setup = clients.node_modules / "opencode-ai" / "postinstall.mjs"
+            installer.run([clients.node, setup], NODE_DIR / "node_modules" / "opencode-ai",
+                          "opencode's native binary")  # fmt: skip
         for name in ("claude", "codex", "opencode"):
             if not _answers_version(clients.bin(name)):
                 raise NotInstalled(f"{name} was installed but `{name} --version` fails")

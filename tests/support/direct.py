@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
-from mlx_lm import load, stream_generate
+from mlx_lm import load
+from mlx_lm import stream_generate as _stream_generate
 from mlx_lm.sample_utils import make_sampler
 
 from tests.support.speech import TEXT
+from worker.text.laned_attention import uninstalled
 
 
 @dataclass
@@ -28,6 +30,13 @@ def assert_chat_equals(reply, expected: DirectResult, max_tokens: int) -> None:
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage.prompt_tokens == expected.prompt_tokens
     assert reply.usage.completion_tokens == len(expected.tokens) == max_tokens
+
+
+def stream_generate(*args, **kwargs) -> list:
+    """mlx-lm's `stream_generate`, run to its end with mlx-lm's own attention (a process that
+    loaded a model through the worker has worker/text/laned_attention.py's installed)."""
+    with uninstalled():
+        return list(_stream_generate(*args, **kwargs))
 
 
 @lru_cache(maxsize=4)

@@ -9,6 +9,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.base import scaled_dot_product_attention as stock
 
+from worker.runtime import side_stream
 from worker.text import laned_attention
 from worker.text.laned_attention import MIN_SCORES, attention
 from worker.tiny_models import ensure_checkpoint
@@ -20,13 +21,13 @@ pytestmark = pytest.mark.skipif(mx.default_device() != mx.cpu, reason="split on 
 def side_calls(monkeypatch) -> list[int]:
     """How many times `attention` used the side stream."""
     calls: list[int] = []
-    real = laned_attention.side_stream
+    real = side_stream.side_stream
 
     def counted():
         calls.append(1)
         return real()
 
-    monkeypatch.setattr(laned_attention, "side_stream", counted)
+    monkeypatch.setattr(side_stream, "side_stream", counted)
     return calls
 
 
@@ -39,15 +40,44 @@ def qkv(rows: int, heads: int, kv_heads: int, length: int, keys: int, seed: int 
     return q, k, v
 
 
-@pytest.mark.parametrize(("heads", "kv_heads"), [(14, 2), (4, 4), (4, 1), (6, 3)])
-@pytest.mark.parametrize("mask", ["causal", None, "array"])
+@pytest.mark.parametrize(("heads", "kv_heads"), [(14, 2), (4, 4), (4, 1), (6, 3), (7, 1)])
+@pytest.mark.parametrize("mask", ["causal", None, "additive", "boolean"])
 def test_a_split_call_equals_mlx_lm_bit_for_bit(side_calls, heads, kv_heads, mask):
-    q, k, v = qkv(1, heads, kv_heads, 256, 640)  # a chunk of 256 after 384 tokens of context
-    if mask == "array":
+    """(7, 1): Qwen2.5-0.5B's 14 / 2 heads on one of two tensor-parallel ranks. The boolean
+    mask has the batch engine's (rows, 1, queries, keys) shape."""
+    q, k, v = qkv(2, heads, kv_heads, 256, 640)  # a chunk of 256 after 384 tokens of context
+    if mask == "additive":
         mask = mx.random.normal((256, 640)) - 2.0
+    elif mask == "boolean":
+        mask = mx.random.uniform(shape=(2, 1, 256, 640)) > 0.3
     want = stock(q, k, v, None, scale=0.17, mask=mask)
     got = attention(q, k, v, None, scale=0.17, mask=mask)
     assert side_calls and got.shape == want.shape and mx.array_equal(got, want).item()
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+def test_half_precision_equals_mlx_lm_bit_for_bit(side_calls, dtype):
+    q, k, v = (t.astype(dtype) for t in qkv(1, 14, 2, 256, 640))
+    want = stock(q, k, v, None, scale=0.17, mask="causal")
+    got = attention(q, k, v, None, scale=0.17, mask="causal")
+    assert side_calls and got.dtype == dtype and mx.array_equal(got, want).item()
+
+
+def test_sinks_a_mask_per_head_and_a_quantized_cache_stay_whole(side_calls):
+    q, k, v = qkv(1, 4, 2, 256, 640)
+    sinks = mx.random.normal((4,))
+    want = stock(q, k, v, None, scale=0.17, mask="causal", sinks=sinks)
+    assert mx.array_equal(attention(q, k, v, None, scale=0.17, mask="causal", sinks=sinks), want)
+    per_head = mx.random.normal((1, 4, 256, 640))
+    want = stock(q, k, v, None, scale=0.17, mask=per_head)
+    assert mx.array_equal(attention(q, k, v, None, scale=0.17, mask=per_head), want).item()
+    assert laned_attention._split(q, k, None, mx.random.normal((4, 256, 640)), None) is None
+
+    class Quantized:  # what mlx-lm's function looks for: a cache with `bits`
+        bits, group_size = 4, 64
+
+    assert laned_attention._split(q, k, Quantized(), "causal", None) is None
+    assert not side_calls
 
 
 def test_a_decode_step_over_a_long_context_is_split_and_equal(side_calls):

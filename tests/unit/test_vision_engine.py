@@ -195,13 +195,15 @@ def assert_pictures_end_as_direct(
         assert got[rid] == direct
 
 
-@pytest.mark.parametrize("streamed", [True, False])
+@pytest.mark.parametrize(("streamed", "interleave"), [(True, 0.7), (False, 0.7), (True, 0.0)])
 def test_while_a_request_decodes_pictures_prefill_a_unit_each_or_one_beside_a_stream(
-    vm, path, streamed
+    vm, path, streamed, interleave
 ):
     """Beside a streamed request one picture's run begins a unit a step, in turn; beside one
-    whose client does not stream, every picture's run does (the batch decodes fewer steps)."""
-    engine = VisionEngine(vm, prefill_step_size=8)
+    whose client does not stream, or with --prefill-interleave 0 (no pacing), every picture's
+    run does (the batch decodes fewer steps)."""
+    engine = VisionEngine(vm, prefill_step_size=8, interleave=interleave)
+    one_at_a_time = streamed and interleave > 0
     hello = [{"role": "user", "content": "Hello"}]
     text = chat_submit("t", hello, max_tokens=60, stream=streamed)
     assert engine.admit(text).finish_reason is None
@@ -222,7 +224,7 @@ def test_while_a_request_decodes_pictures_prefill_a_unit_each_or_one_beside_a_st
         after = begun()
         advanced = [r for r in after if after[r] > before.get(r, 0)]
         assert any(d.request_id == "t" for d in deltas)
-        if streamed:
+        if one_at_a_time:
             assert sum(after[r] - before.get(r, 0) for r in after) <= 1
         else:  # every run still prefilling began a unit (or ended its prefill)
             assert advanced == list(after) and all(after[r] - before.get(r, 0) == 1 for r in after)

@@ -14,7 +14,9 @@ from worker.vision.paced import StepRun
 pytestmark = pytest.mark.skipif(mx.default_device() != mx.cpu, reason="lanes run on the CPU")
 
 
-def block_inputs(model, grid: list[list[int]]) -> list[tuple[mx.array, mx.array, mx.array]]:
+def block_inputs(
+    model, grid: list[list[int]], dtype=mx.float32
+) -> list[tuple[mx.array, mx.array, mx.array]]:
     """What each of the tower's blocks is called with on these pictures (mlx-vlm's own call
     recorded): (hidden_states, cu_seqlens, rotary_pos_emb), Qwen2.5-VL's windows included."""
     seen: list[tuple[mx.array, mx.array, mx.array]] = []
@@ -28,7 +30,8 @@ def block_inputs(model, grid: list[list[int]]) -> list[tuple[mx.array, mx.array,
 
         block.__class__ = Recording
     try:
-        mx.eval(features(model(*pixels(grid))))
+        patches, grid_thw = pixels(grid)
+        mx.eval(features(model(patches.astype(dtype), grid_thw)))
     finally:
         for block in model.blocks:
             block.__class__ = block.__class__.__mro__[1]
@@ -36,16 +39,26 @@ def block_inputs(model, grid: list[list[int]]) -> list[tuple[mx.array, mx.array,
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize(("width", "grid"), [(256, GRID), (NARROW, ODD_GRID)])
-def test_a_laned_block_equals_mlx_vlm_bit_for_bit(family, width, grid):
-    model = tower(family, width)
-    calls = block_inputs(model, grid)
+@pytest.mark.parametrize(
+    ("width", "heads", "grid", "dtype"),
+    [
+        (256, 4, GRID, mx.float32),
+        (NARROW, 4, ODD_GRID, mx.float32),
+        (192, 3, GRID, mx.float32),  # odd heads: one and two
+        (256, 4, GRID, mx.bfloat16),  # as real towers are stored
+    ],
+)
+def test_a_laned_block_equals_mlx_vlm_bit_for_bit(family, width, heads, grid, dtype):
+    model = tower(family, width, heads)
+    model.set_dtype(dtype)
+    calls = block_inputs(model, grid, dtype)
     assert len(calls) == len(model.blocks)
     for block, inputs in zip(model.blocks, calls, strict=True):
         assert laned(block)
         stock = block(*inputs)
         out = laned_block(block, *inputs)
-        assert out.shape == stock.shape and mx.array_equal(out, stock).item()
+        assert out.dtype == stock.dtype and out.shape == stock.shape
+        assert mx.array_equal(out, stock).item()
 
 
 def test_a_paced_tower_runs_its_whole_blocks_laned(monkeypatch):

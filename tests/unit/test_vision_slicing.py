@@ -33,11 +33,11 @@ BUDGETS = (None, 0.0, 0.02)
 pytestmark = pytest.mark.skipif(mx.default_device() != mx.cpu, reason="slices run on the CPU")
 
 
-def tower(family: str, width: int = 256):
-    """A random-weight vision tower of `family` (`width`, four heads, two blocks)."""
+def tower(family: str, width: int = 256, heads: int = 4):
+    """A random-weight vision tower of `family` (`width`, `heads`, two blocks)."""
     config_module = importlib.import_module(f"mlx_vlm.models.{family}.config")
     vision = importlib.import_module(f"mlx_vlm.models.{family}.vision")
-    fields = {"model_type": family, "depth": DEPTH, "num_heads": 4, "in_channels": 3}
+    fields = {"model_type": family, "depth": DEPTH, "num_heads": heads, "in_channels": 3}
     if family == "qwen2_vl":
         fields |= {"embed_dim": width, "hidden_size": width, "mlp_ratio": 2.0}
     else:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import mlx.core as mx
 import pytest
-from mlx_lm import stream_generate
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorCode, FinishReason, Submit
+from tests.support.direct import stream_generate
 from worker.cache.prefix_cache import PrefixCache
 from worker.text import features as request_features
 from worker.text.batch_engine import BatchTextEngine

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from mlx_lm import stream_generate
 from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, FinishReason, Submit
+from tests.support.direct import stream_generate
 from worker.cache.prefix_cache import PrefixCache
 from worker.text.model import check_same_vocabulary, load_text_model
 from worker.text.prefix_reuse import PrefixReuse

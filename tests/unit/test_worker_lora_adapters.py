@@ -12,11 +12,12 @@ from functools import cache
 import mlx.core as mx
 import mlx.nn as nn
 import pytest
-from mlx_lm import load, stream_generate
+from mlx_lm import load
 from mlx_lm.sample_utils import make_sampler
 
 from protocol.inputs import CompleteInputs, SamplingParams
 from protocol.messages import Delta, FinishReason, Submit
+from tests.support.direct import stream_generate
 from worker.cache.prefix_cache import PrefixCache
 from worker.text.adapters.files import AdapterError
 from worker.text.adapters.layer import AdaptedLinear

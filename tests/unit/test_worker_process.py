@@ -19,7 +19,6 @@ import mlx.core as mx
 import msgpack
 import pytest
 import zmq
-from mlx_lm import stream_generate
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 
@@ -41,6 +40,7 @@ from protocol.messages import (
     Usage,
 )
 from protocol.ready import TextInfo
+from tests.support.direct import stream_generate
 from tests.support.inputs import inputs_of
 from worker.text.model import load_text_model
 from worker.text.prompts import build_chat_prompt

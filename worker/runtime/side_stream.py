@@ -6,13 +6,14 @@ elementwise functions (`exp`, `erf`, `tanh`, the softmax's exponentials) one ele
 machine has. Work split in two independent halves (other heads, other rows), the second half
 built under `with mx.stream(side_stream())`, runs on two cores; the worker's Python still calls
 MLX from its one thread, and MLX joins the halves where an operation reads both. Users:
-worker/transcription/whisper_fast.py (Whisper's encoder heads) and worker/vision/lanes.py
-(Qwen-VL vision blocks).
+worker/transcription/whisper_fast.py (Whisper's encoder heads), worker/vision/lanes.py
+(Qwen-VL vision blocks) and worker/text/laned_attention.py (a text model's long attention).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -27,3 +28,14 @@ def side_stream() -> Any:
     if stream is None:
         stream = _local.stream = mx.new_stream(mx.cpu)
     return stream
+
+
+def on_both_cores(
+    first: Callable[[], mx.array], second: Callable[[], mx.array], axis: int
+) -> mx.array:
+    """`first()` built on the current stream and `second()` on the side stream, joined along
+    `axis`: two independent halves of one result, computed at once."""
+    a = first()
+    with mx.stream(side_stream()):
+        b = second()
+    return mx.concatenate([a, b], axis=axis)

@@ -16,22 +16,26 @@ with fewer than `MIN_SCORES` scores (a decode step over a short context) stay wh
 them costs more than it saves. Off the CPU, with attention sinks, a per-head mask or a
 quantized KV cache, mlx-lm's own function runs.
 
-`install(model)` puts it where an mlx-lm model's attention modules look it up (their module's
-`scaled_dot_product_attention`), on the CPU; the fused decode-and-prefill pass
-(worker/text/fused_forward.py) calls it directly.
+`install(model)` puts it where an mlx-lm model's attention modules look it up (the globals of
+their `__call__`: the model family's module, for the whole process), on the CPU; the fused
+decode-and-prefill pass (worker/text/fused_forward.py) calls it directly. `uninstalled()` puts
+mlx-lm's own back for a while: the references tests compare with are the library as shipped.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.base import scaled_dot_product_attention as stock
 
-from worker.runtime.side_stream import side_stream
+from worker.runtime.side_stream import on_both_cores
 
 MIN_SCORES = 1 << 16  # scores (heads x queries x keys x rows) below which a call stays whole
+NAME = "scaled_dot_product_attention"  # what mlx-lm's attention modules call
+_PATCHED: list[dict[str, Any]] = []  # the module globals `install` changed
 
 
 def attention(
@@ -51,14 +55,17 @@ def attention(
     q_split, kv_split = split
     kv_first = slice(None) if kv_split is None else slice(None, kv_split)
     kv_second = slice(None) if kv_split is None else slice(kv_split, None)
-    first = mx.fast.scaled_dot_product_attention(
-        queries[:, :q_split], keys[:, kv_first], values[:, kv_first], scale=scale, mask=mask
-    )
-    with mx.stream(side_stream()):
-        second = mx.fast.scaled_dot_product_attention(
-            queries[:, q_split:], keys[:, kv_second], values[:, kv_second], scale=scale, mask=mask
+
+    def heads(q: slice, kv: slice) -> mx.array:
+        return mx.fast.scaled_dot_product_attention(
+            queries[:, q], keys[:, kv], values[:, kv], scale=scale, mask=mask
         )
-    return mx.concatenate([first, second], axis=1)
+
+    return on_both_cores(
+        lambda: heads(slice(None, q_split), kv_first),
+        lambda: heads(slice(q_split, None), kv_second),
+        axis=1,
+    )
 
 
 def _split(
@@ -74,7 +81,7 @@ def _split(
     kv_heads, keys_length = keys.shape[1], keys.shape[2]
     if heads < 2 or heads % kv_heads or rows * heads * length * keys_length < MIN_SCORES:
         return None
-    if isinstance(mask, mx.array) and mask.ndim == 4 and mask.shape[1] != 1:
+    if isinstance(mask, mx.array) and mask.ndim >= 3 and mask.shape[-3] != 1:
         return None  # a mask per head
     if kv_heads == 1:
         return heads // 2, None
@@ -83,15 +90,30 @@ def _split(
 
 
 def install(model: Any) -> bool:
-    """Makes the modules of `model`'s attention layers call `attention` (on the CPU; False,
-    nothing changed, elsewhere or where none calls mlx-lm's function)."""
+    """Makes `model`'s attention modules call `attention` where they call mlx-lm's function
+    (on the CPU; False, nothing changed, elsewhere or where none calls it)."""
     if mx.default_device() != mx.cpu:
         return False
-    layers = getattr(getattr(model, "model", None), "layers", None) or getattr(model, "layers", [])
     installed = False
-    for layer in layers:
-        module = sys.modules.get(type(getattr(layer, "self_attn", None)).__module__)
-        if getattr(module, "scaled_dot_product_attention", None) in (stock, attention):
-            module.scaled_dot_product_attention = attention  # type: ignore[union-attr]
-            installed = True
+    for module in model.modules():
+        names = getattr(type(module).__call__, "__globals__", None)  # where its call looks
+        if names is None or names.get(NAME) not in (stock, attention):
+            continue
+        names[NAME] = attention
+        if not any(names is patched for patched in _PATCHED):
+            _PATCHED.append(names)
+        installed = True
     return installed
+
+
+@contextmanager
+def uninstalled() -> Iterator[None]:
+    """mlx-lm's own function wherever `install` put `attention`, for the duration."""
+    patched = [names for names in _PATCHED if names.get(NAME) is attention]
+    for names in patched:
+        names[NAME] = stock
+    try:
+        yield
+    finally:
+        for names in patched:
+            names[NAME] = attention

@@ -17,16 +17,17 @@ generator to the end. Every step, each request still prefilling runs one unit, a
 engine feeds every prefilling request a chunk a step; but while a streamed request is in the
 batch (decoding, or waiting for its first token), only one of them does, in turn, so the
 stream's decode step waits for one unit, not one of each, and the unit is cut to fit beside
-the decode step: the engine times the batch's decode steps, and a unit
-may take `interleave` of one (--prefill-interleave, default 0.7 as for text prompts:
-worker/text/prefill_pacing.py; 0 turns this off; the least units until a step was timed), by
-which a language model's prefill chunk pauses before each decoder layer and, on the CPU, a
-Qwen-VL vision block and merger run in slices of rows steered to that time
-(worker/vision/slicing.py), the same floats as whole. (A client that does not stream sees no
-token before the last: then every prefill goes on a whole unit a step, which ends a burst of
-image requests sooner: the batch decodes fewer steps with few rows.) The
-request's own sampler and logits processors are used throughout, and every token goes once
-through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
+the decode step: the engine times the batch's decode steps, and a unit may take `interleave`
+of one (--prefill-interleave, default 0.7 as for text prompts: worker/text/prefill_pacing.py;
+0 turns this pacing off: whole units, every prefilling request each step; the least units
+until a step was timed), by which a language model's prefill chunk pauses before each decoder
+layer and, on the CPU, a Qwen-VL vision block and merger run in slices of rows steered to that
+time (worker/vision/slicing.py), the same floats as whole. (A client that does not stream sees
+no token before the last: then every prefill goes on a whole unit a step, which ends a burst
+of image requests sooner: the batch decodes fewer steps with few rows.) On the CPU a whole
+Qwen-VL block runs its elementwise work on two streams (worker/vision/lanes.py), the same
+floats. The request's own sampler and logits processors are used throughout, and every token
+goes once through the same `TextRequest` the text engines use (EOS, max_tokens, stop strings,
 detokenizing, reasoning/tool parsing, logprobs, usage), so greedy output equals
 `mlx_vlm.generate` on the same messages and files.
 

@@ -27,7 +27,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from worker.runtime.side_stream import side_stream
+from worker.runtime.side_stream import on_both_cores, side_stream
 from worker.vision.slicing import attention_call
 
 
@@ -40,7 +40,6 @@ def laned_block(
     module = sys.modules[type(attn).__module__]
     rotary = module.apply_rotary_pos_emb_vision
     attend = attention_call(module, attn.scale)
-    side = side_stream()
     total = hidden_states.shape[0]
     heads = attn.num_heads
     half = heads // 2
@@ -48,21 +47,23 @@ def laned_block(
     qkv = attn.qkv(block.norm1(hidden_states))
     q, k, v = mx.split(qkv.reshape(total, 3, heads, -1).transpose(1, 0, 2, 3), 3)
     q = rotary(mx.expand_dims(q, 0), rotary_pos_emb)[0]
-    with mx.stream(side):
+    with mx.stream(side_stream()):
         k = rotary(mx.expand_dims(k, 0), rotary_pos_emb)[0]
     q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+
+    def segment(a: int, b: int, heads: slice) -> Callable[[], mx.array]:
+        return lambda: attend(q[:, heads, a:b], k[:, heads, a:b], v[:, heads, a:b])
+
     bounds: list[int] = [int(b) for b in cu_seqlens.tolist()]  # type: ignore[union-attr, arg-type]
     outputs = []
     for a, b in zip(bounds, bounds[1:], strict=False):
         if b <= a:
             continue  # an empty window (mlx-vlm's split gives it no rows either)
-        first = attend(q[:, :half, a:b], k[:, :half, a:b], v[:, :half, a:b])
-        with mx.stream(side):
-            second = attend(q[:, half:, a:b], k[:, half:, a:b], v[:, half:, a:b])
-        outputs.append(mx.concatenate([first, second], axis=1))
+        first, second = segment(a, b, slice(None, half)), segment(a, b, slice(half, None))
+        outputs.append(on_both_cores(first, second, axis=1))
     out = mx.concatenate(outputs, axis=2).transpose(0, 2, 1, 3).reshape(total, -1)
     hidden_states = hidden_states + attn.proj(out)
-    return hidden_states + _laned_mlp(block.mlp, block.norm2(hidden_states), side)
+    return hidden_states + _laned_mlp(block.mlp, block.norm2(hidden_states))
 
 
 def laned(block: Any) -> bool:
@@ -88,8 +89,8 @@ def _mlp_form(mlp: Any) -> tuple[tuple[str, ...], Callable[[Any], Any], str] | N
     return None
 
 
-def _laned_mlp(mlp: Any, x: mx.array, side: Any) -> mx.array:
-    """`mlp(x)`, the activation of the second half of the rows on `side`."""
+def _laned_mlp(mlp: Any, x: mx.array) -> mx.array:
+    """`mlp(x)`, the activation of the second half of the rows on the side stream."""
     form = _mlp_form(mlp)
     if form is None:
         return mlp(x)
@@ -97,7 +98,9 @@ def _laned_mlp(mlp: Any, x: mx.array, side: Any) -> mx.array:
     act = activation(mlp)
     projected = [getattr(mlp, name)(x) for name in inputs]
     half = x.shape[0] // 2
-    first = act(*(p[:half] for p in projected))
-    with mx.stream(side):
-        second = act(*(p[half:] for p in projected))
-    return getattr(mlp, output)(mx.concatenate([first, second], axis=0))
+    activated = on_both_cores(
+        lambda: act(*(p[:half] for p in projected)),
+        lambda: act(*(p[half:] for p in projected)),
+        axis=0,
+    )
+    return getattr(mlp, output)(activated)

@@ -10,8 +10,10 @@ and the model's tower blocks and language model are given a class (`pace`) whose
 hands the thread back when it is a unit of prefill: one block of the vision or audio tower (its
 output evaluated there), or a language-model call over more than one token (a prefill chunk).
 A decode step (one token) never pauses, so a request's decoding is one token a step as before.
-The computation is mlx-vlm's own, call for call: a paced request's tokens are exactly what
-`stream_generate` gives directly with the same `prefill_step_size`.
+The computation is mlx-vlm's own, call for call, except a Qwen-VL vision block on the CPU,
+which runs in row slices (worker/vision/slicing.py) or with its elementwise work on two
+streams (worker/vision/lanes.py), each the same floats as the block's call: a paced request's
+tokens are exactly what `stream_generate` gives directly with the same `prefill_step_size`.
 
 Outside a `StepRun` (a direct call of the library, Qwen3-Omni's talker) the classes are the
 models' own. Each run keeps its own default MLX stream (mlx-vlm enters `mx.stream(...)` inside

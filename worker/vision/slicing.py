@@ -31,7 +31,8 @@ How many rows a slice takes is steered by time: after each slice, by the budget 
 slice took (growing at most MAX_GROWTH a slice), starting from FIRST_ROWS, kept per pass and
 segment length across the run's blocks. The budget is the run's (`SliceBudget.seconds`, set by
 the vision engine from the decode step it paces against; 0: the least slices); without one (no
-streamed request in the decode batch) a block runs whole, as mlx-vlm's call.
+streamed request in the decode batch) a block runs whole (on the CPU with its elementwise work
+on two streams: worker/vision/lanes.py, the same floats as mlx-vlm's call).
 """
 
 from __future__ import annotations

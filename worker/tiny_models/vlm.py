@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,35 +127,25 @@ class VlmDims:
         return self.hidden // self.heads
 
 
+_TINY = VlmDims(
+    hidden=128,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    intermediate=256,
+    vocab=4096,
+    vision_depth=2,
+    vision_dim=64,
+    vision_heads=4,
+    vision_mlp_ratio=2,
+)
+
 SIZES: Mapping[str, VlmDims] = {
     # ~1.2M params: loads and answers about a small image in milliseconds.
-    "tiny": VlmDims(
-        hidden=128,
-        layers=2,
-        heads=4,
-        kv_heads=2,
-        intermediate=256,
-        vocab=4096,
-        vision_depth=2,
-        vision_dim=64,
-        vision_heads=4,
-        vision_mlp_ratio=2,
-    ),
+    "tiny": _TINY,
     # The tiny one with a padded vocabulary, 4,096 embedding rows over a BPE of 2,048 entries
     # (as Qwen's 151,936 rows over 151,665): its random weights often pick a row without text.
-    "padded": VlmDims(
-        hidden=128,
-        layers=2,
-        heads=4,
-        kv_heads=2,
-        intermediate=256,
-        vocab=4096,
-        vision_depth=2,
-        vision_dim=64,
-        vision_heads=4,
-        vision_mlp_ratio=2,
-        tokenizer_vocab=2048,
-    ),
+    "padded": replace(_TINY, tokenizer_vocab=2048),
     # ~40M: a ViT-S-sized vision tower (21M) and a 20M-class language model, for benchmarks
     # (scripts/bench_vision.py): a 448 x 448 image is 1,024 patches, 256 tokens.
     "bench": VlmDims(

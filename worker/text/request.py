@@ -24,7 +24,7 @@ from protocol.inputs import ChatInputs, CompleteInputs, SamplingParams
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, TokenLogprob, Usage
 from worker.runtime.errors import bad_request
 from worker.text.features import ParsedDelta, ResponseParser, build_features
-from worker.text.padded_vocab import has_entry
+from worker.text.padded_vocab import skip_tokens_without_entry
 from worker.text.prompts import prompt_for
 from worker.text.sampling import (
     make_request_logits_processors,
@@ -120,8 +120,7 @@ class TextRequest:
         if token in self.eos_token_ids:
             finish = FinishReason.STOP
         else:
-            if has_entry(self.detokenizer, token):  # worker/text/padded_vocab.py
-                self.detokenizer.add_token(token)
+            self.detokenizer.add_token(token)
             if self.completion_tokens >= self.max_tokens:
                 finish = FinishReason.LENGTH
         if finish is None and end is not None:
@@ -212,7 +211,7 @@ def make_text_request(
         sampler=make_request_sampler(resolved, text_model.vocab_size),
         logits_processors=processors,
         eos_token_ids=frozenset(tokenizer.eos_token_ids),
-        detokenizer=tokenizer.detokenizer,
+        detokenizer=skip_tokens_without_entry(tokenizer.detokenizer),
         stops=StopStringMatcher(sampling.stop or []),
         parser=features.parser,
         logprobs=sampling.logprobs,

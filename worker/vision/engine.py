@@ -338,9 +338,8 @@ class VisionEngine:
         active = list(self._active.items())
         if not paced:
             return active
+        # (`paced` means some request prefills for the batch.)
         prefilling = [(rid, g) for rid, g in active if getattr(g, "joins", False)]
-        if not prefilling:
-            return active
         self._prefill_turn = (self._prefill_turn + 1) % len(prefilling)
         chosen = prefilling[self._prefill_turn]
         return [(rid, g) for rid, g in active if not getattr(g, "joins", False) or g is chosen[1]]

@@ -92,8 +92,7 @@ def _mlp_form(mlp: Any) -> tuple[tuple[str, ...], Callable[[Any], Any], str] | N
 def _laned_mlp(mlp: Any, x: mx.array) -> mx.array:
     """`mlp(x)`, the activation of the second half of the rows on the side stream."""
     form = _mlp_form(mlp)
-    if form is None:
-        return mlp(x)
+    assert form is not None  # (`laned` said so)
     inputs, activation, output = form
     act = activation(mlp)
     projected = [getattr(mlp, name)(x) for name in inputs]

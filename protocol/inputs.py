@@ -134,6 +134,9 @@ class SpeechInputs(WireStruct, tag=Op.SPEECH.value):
     ref_audio: bytes | None = None  # an audio file of the voice to clone
     ref_text: str | None = None  # its transcript
     sample_format: str = "int16"  # of Delta.audio (the only one the gateway asks for)
+    # The phrase before this one, as its terminal delta handed it back (Delta.speech_context):
+    # the model goes on from it (worker/speech/continuation.py). Opaque to the gateway.
+    context: bytes | None = None
 
 
 class TranscribeInputs(WireStruct, tag=Op.TRANSCRIBE.value):

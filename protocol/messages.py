@@ -36,7 +36,7 @@ from protocol.ready import (
 )
 from protocol.wire import WireEnum, WireStruct
 
-PROTOCOL_VERSION = 19
+PROTOCOL_VERSION = 20
 
 
 class Tag(IntEnum):
@@ -262,6 +262,9 @@ class Delta(WireStruct):
     images: list[ImageOut] = []  # pictures and previews, as each is done
     video: VideoOut | None = None  # a video request's clip (terminal delta)
     progress: float | None = None  # a video request's fraction done, as it changes
+    # A speech request's terminal delta, where its model can go on from it: the phrase's text
+    # and codec frames, for the next phrase's SpeechInputs.context (opaque to the gateway).
+    speech_context: bytes = b""
 
 
 class Step(WireStruct, tag=int(Tag.STEP)):

@@ -17,8 +17,11 @@ mlx-audio's own default 2.0 s), in the same alternation.
 Compare like with like: give this process the BLAS the worker has (the worker preloads
 OpenBLAS on Linux unless started with `--blas bundled`; start this with the same LD_PRELOAD).
 
-`--stock` adds direct runs with mlx-audio's own decoder: the worker's faster CPU forms of the
-decoder's convolutions and `sin` taken out (Kokoro: worker/speech/kokoro_fast.py; Qwen3-TTS:
+Direct runs of Qwen3-TTS run mlx-audio's own code predictor (the worker compiles its step:
+worker/speech/qwen3_compiled.py) and its codec a frame at a time (the worker groups frames into
+growing chunks: worker/speech/engine.py CHUNK_FRAMES), with the codec's faster CPU forms.
+`--stock` adds direct runs with mlx-audio's own decoder too: the worker's faster CPU forms of
+the decoder's convolutions and `sin` taken out (Kokoro: worker/speech/kokoro_fast.py; Qwen3-TTS:
 worker/speech/qwen3_codec_fast.py), i.e. the library as a caller runs it, after the others.
 
 Kokoro's direct runs are the worker's own path (worker/speech/kokoro_speaker.py: its text front
@@ -69,11 +72,12 @@ def direct_run(
     mx.random.seed(seed)
     started = time.perf_counter()
     first, samples = None, 0
-    for result in engine.family.generate(engine.model, kwargs):
-        mx.eval(result.audio)
-        if first is None and result.audio.size:
-            first = time.perf_counter() - started
-        samples += result.audio.size
+    with library_predictor(engine):
+        for result in engine.family.generate(engine.model, kwargs):
+            mx.eval(result.audio)
+            if first is None and result.audio.size:
+                first = time.perf_counter() - started
+            samples += result.audio.size
     total = time.perf_counter() - started
     return Run(first or total, total, samples / engine.sample_rate)
 
@@ -122,6 +126,16 @@ def server_run(
             size += len(chunk)
     total = time.perf_counter() - started
     return Run(first or total, total, size / 2 / rate)
+
+
+def library_predictor(engine) -> contextlib.AbstractContextManager[None]:
+    """A Qwen3-TTS's code predictor as mlx-audio runs it (the worker's is compiled:
+    worker/speech/qwen3_compiled.py); nothing to take out for the other families."""
+    from worker.speech.qwen3_compiled import uninstalled
+
+    if engine.family.name != "qwen3_tts":
+        return contextlib.nullcontext()
+    return uninstalled(engine.model)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Where one Qwen3-TTS codec frame's time goes: the talker's step, the code predictor's 15
-steps, and the codec decoding the frame, stock and in the worker's faster CPU forms
-(worker/speech/qwen3_codec_fast.py).
+steps (mlx-audio's, then compiled: worker/speech/qwen3_compiled.py), and the codec decoding the
+frame, stock and in the worker's faster CPU forms (worker/speech/qwen3_codec_fast.py), one
+frame a call and `--frames` a call (a chunk of the worker's growing schedule).
 
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 python -m scripts.profile_qwen3_tts_frame \
         --model $(python -m worker.tiny_models --arch qwen3_tts --size real | tail -1)
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     import mlx.core as mx
     from mlx_audio.tts.utils import load_model
 
-    from worker.speech import qwen3_codec_fast
+    from worker.speech import qwen3_codec_fast, qwen3_compiled
     from worker.speech.staged import unwrap_decoder
 
     model = load_model(args.model)
@@ -52,9 +53,8 @@ def main(argv: list[str] | None = None) -> None:
         for layer in cache:  # back to the 30-position prompt for the next round
             layer.offset = offset
 
-    predictor = talker.code_predictor
-
     def predictor_steps() -> None:
+        predictor = talker.code_predictor  # mlx-audio's, or the compiled stand-in
         code_cache = predictor.make_cache()
         x = mx.random.normal((1, 2, width))
         for step in range(model.config.talker_config.num_code_groups - 1):
@@ -66,17 +66,28 @@ def main(argv: list[str] | None = None) -> None:
     decoder = unwrap_decoder(model.speech_tokenizer.decoder)
     audio: list = []
 
+    chunk = [1]  # frames a streaming_step call decodes
+
     def decode() -> None:
         decoder.reset_streaming_state()
+        codes = mx.concatenate(
+            [mx.full((1, 16, 1), 7 * f + 3, mx.int32) for f in range(args.frames)], axis=2
+        )
         chunks = [
-            decoder.streaming_step(mx.full((1, 16, 1), 7 * f + 3, mx.int32))
-            for f in range(args.frames)
+            decoder.streaming_step(codes[:, :, at : at + chunk[0]])
+            for at in range(0, args.frames, chunk[0])
         ]
         audio[:] = [mx.concatenate(chunks, axis=-1)]
         mx.eval(audio[0])
 
     print(f"talker step: {best(args.rounds, talker_step):.3f} s")
-    print(f"code predictor, 15 steps: {best(args.rounds, predictor_steps):.3f} s")
+    stock_predictor = best(args.rounds, predictor_steps)
+    print(f"code predictor, 15 steps: {stock_predictor:.3f} s")
+    qwen3_compiled.install(model)
+    compiled = best(args.rounds, predictor_steps)
+    print(
+        f"code predictor, 15 steps compiled: {compiled:.3f} s ({stock_predictor / compiled:.2f}x)"
+    )
     qwen3_codec_fast.uninstall(decoder)
     stock = best(args.rounds, decode) / args.frames
     stock_audio = audio[0]
@@ -84,6 +95,12 @@ def main(argv: list[str] | None = None) -> None:
     fast = best(args.rounds, decode) / args.frames
     difference = float(mx.abs(audio[0] - stock_audio).max())
     print(f"codec, a frame: stock {stock:.3f} s, fast forms {fast:.3f} s ({stock / fast:.1f}x)")
+    chunk[0] = args.frames
+    grouped = best(args.rounds, decode) / args.frames
+    print(
+        f"codec, a frame, fast forms, {args.frames} frames a call: {grouped:.3f} s "
+        f"({fast / grouped:.2f}x one a call)"
+    )
     print(f"largest difference of the audio: {difference:.2e} (full scale 1)")
 
 

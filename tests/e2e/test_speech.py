@@ -8,6 +8,7 @@ decode back to the model's rate and length.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -18,10 +19,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
+import websockets
 
-from tests.support.direct import direct_pcm
+from tests.support.direct import direct_pcm, direct_tts_model
 from tests.support.server import SAME_BLAS, openai_client
-from tests.support.speech import TEXT
+from tests.support.speech import TEXT, direct_phrases_pcm
 from worker.tiny_models import ensure_checkpoint
 
 INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
@@ -232,3 +234,38 @@ def test_a_saved_voice_on_a_model_that_cannot_clone_is_400_naming_the_model(omni
     error = response.json()["error"]
     assert response.status_code == 400 and Path(soprano_path).name in error["message"]
     assert error["code"] == "cloning_not_supported"
+
+
+def test_streamed_text_is_spoken_each_phrase_going_on_from_the_one_before(
+    chat_and_speech, qwen3_tts_path
+):
+    """WS /v1/audio/speech/stream, three phrases, seeded: each phrase's audio is mlx-audio's for its text continued from
+    the phrase before (its text and frames), as the worker hands each phrase's context back
+    and the gateway passes it on."""
+    text = "The sea was calm, and the boats went out early. Nobody spoke on the pier."
+
+    async def run() -> list[bytes]:
+        phrases: list[bytes] = []
+        async with websockets.connect(
+            chat_and_speech.url.replace("http://", "ws://") + "/v1/audio/speech/stream",
+            additional_headers=chat_and_speech.headers,
+        ) as ws:
+            await ws.send(json.dumps({"type": "start", "model": Path(qwen3_tts_path).name,
+                                      "voice": "vivian", "seed": 7}))  # fmt: skip
+            await ws.recv()
+            await ws.send(json.dumps({"type": "text", "text": text}))
+            await ws.send(json.dumps({"type": "end"}))
+            async for frame in ws:
+                if isinstance(frame, bytes):
+                    phrases[-1] += frame
+                elif json.loads(frame)["type"] == "phrase":
+                    phrases.append(b"")
+                elif json.loads(frame)["type"] in ("done", "error"):
+                    break
+        return phrases
+
+    got = asyncio.run(asyncio.wait_for(run(), 300))
+    spoken = ["The sea was calm,", "and the boats went out early.", "Nobody spoke on the pier."]
+    model = direct_tts_model(qwen3_tts_path)
+    want = direct_phrases_pcm(model, 7, spoken, voice="vivian", lang_code="auto")
+    assert len(got) == 3 and all(got) and got == want

@@ -122,11 +122,13 @@ def direct_tts_model(path: str):
 
 
 def direct_pcm(path: str, seed: int, text: str = TEXT, **kwargs) -> bytes:
-    """mlx-audio in this process, as the worker is documented to call it, as int16 PCM."""
+    """mlx-audio in this process, as the worker is documented to call it, as int16 PCM (a
+    streamed Qwen3-TTS call decoded in the server's chunks: tests/support/speech.py)."""
     import mlx.core as mx
 
+    from tests.support.speech import generated_audio
     from worker.speech.audio import to_pcm16
 
     model = direct_tts_model(path)
     mx.random.seed(seed)
-    return b"".join(to_pcm16(r.audio) for r in model.generate(text=text, **kwargs))
+    return b"".join(to_pcm16(a) for a in generated_audio(model, text=text, **kwargs))

@@ -118,7 +118,7 @@ PINNED_FIELDS = {
     CompleteInputs: ("prompt", "sampling"),
     SpeechInputs: (
         "input", "voice", "instructions", "language", "speed", "seed", "ref_audio", "ref_text",
-        "sample_format",
+        "sample_format", "context",
     ),
     TranscribeInputs: (
         "audio", "filename", "language", "prompt", "temperature", "task", "timestamps",
@@ -161,6 +161,7 @@ PINNED_FIELDS = {
         "request_id", "text", "token_ids", "finish_reason", "usage", "error", "reasoning",
         "tool_calls", "logprobs", "audio", "sample_rate", "segments", "language",
         "stop_sequence", "embeddings", "scores", "images", "video", "progress",
+        "speech_context",
     ),
     Segment: (
         "id", "start", "end", "text", "words", "seek", "tokens", "temperature", "avg_logprob",
@@ -199,7 +200,7 @@ PINNED_VALUES = {
 
 
 def test_protocol_version_is_pinned():
-    assert PROTOCOL_VERSION == 19
+    assert PROTOCOL_VERSION == 20
 
 
 @pytest.mark.parametrize("cls", list(PINNED_FIELDS), ids=lambda c: c.__name__)
@@ -291,10 +292,10 @@ def test_step_wire_layout_nests_deltas_usage_and_error():
         17,
         [
             ["a", "he", [7, 8], None, None, None, "", [], None, b"", 0, [], "", "", [], [], [],
-             None, None],
+             None, None, b""],
             ["b", "", [], "error", [3, 0, 0, 0], ["bad_request", "long", None, None], "", [],
                  None, b"", 0,
-             [], "", "", [], [], [], None, None],
+             [], "", "", [], [], [], None, None, b""],
         ],
     ]  # fmt: skip
 

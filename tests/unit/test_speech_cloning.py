@@ -15,6 +15,7 @@ import soundfile
 
 from protocol.inputs import SpeechInputs
 from protocol.messages import Submit
+from tests.support.speech import generated_audio
 from worker.speech.audio import to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 from worker.speech.families import MOSS_TTS_NANO, SpeechRequest
@@ -57,8 +58,8 @@ def run(engine: TtsEngine, s: Submit) -> list:
 
 def direct(model, seed: int, **kwargs) -> bytes:
     mx.random.seed(seed)
-    chunks = model.generate(text=TEXT, stream=True, streaming_interval=0.08, **kwargs)
-    return b"".join(to_pcm16(r.audio) for r in chunks)
+    chunks = generated_audio(model, text=TEXT, stream=True, streaming_interval=0.08, **kwargs)
+    return b"".join(to_pcm16(a) for a in chunks)
 
 
 def test_base_reports_cloning_with_a_transcript_and_no_presets(base):

@@ -15,13 +15,13 @@ import pytest
 import soundfile
 
 from protocol.ready import Voice
-from tests.support.speech import TEXT, run, submit
+from tests.support.speech import TEXT, direct_qwen3_pcm, generated_audio, run, submit
 from worker.runtime.errors import RequestError
 from worker.speech.audio import decode_reference, to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
 from worker.tiny_models import ensure_checkpoint
 
-INTERVAL = 0.08  # the worker's default streamed chunk: 1 Qwen3-TTS codec frame
+INTERVAL = 0.08  # the worker's Qwen3-TTS yield: 1 codec frame
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def pcm(deltas: list) -> bytes:
 def direct(model, seed: int, **kwargs) -> bytes:
     """mlx-audio on its own: seed the global generator, generate, join the chunks."""
     mx.random.seed(seed)
-    return b"".join(to_pcm16(result.audio) for result in model.generate(**kwargs))
+    return b"".join(to_pcm16(audio) for audio in generated_audio(model, **kwargs))
 
 
 def test_qwen3_tts_reports_its_preset_voices_and_abilities(qwen3):
@@ -53,15 +53,7 @@ def test_qwen3_tts_reports_its_preset_voices_and_abilities(qwen3):
 
 def test_seeded_qwen3_tts_equals_direct_mlx_audio_sample_for_sample(qwen3):
     got = pcm(run(qwen3, submit("a", voice="vivian", seed=7))["a"])
-    want = direct(
-        qwen3.model,
-        7,
-        text=TEXT,
-        voice="vivian",
-        lang_code="auto",
-        stream=True,
-        streaming_interval=INTERVAL,
-    )
+    want = direct_qwen3_pcm(qwen3.model, 7, voice="vivian", lang_code="auto")
     assert got and got == want
 
 
@@ -79,6 +71,16 @@ def test_the_first_audio_is_one_codec_frame_and_a_seeded_stream_repeats_bit_for_
     frame_samples = qwen3.sample_rate * 2 // 25  # 12.5 frames a second
     assert len(audio[0]) == 2 * frame_samples  # int16: the first chunk is one frame
     assert audio == [d.audio for d in again if d.audio]
+
+
+def test_chunks_grow_as_scheduled_and_the_last_holds_what_is_left(qwen3):
+    from worker.speech.engine import CHUNK_FRAMES
+
+    assert CHUNK_FRAMES[:3] == (1, 2, 4)
+    deltas = run(qwen3, submit("a", voice="ryan", seed=1))["a"]
+    frame_bytes = 2 * qwen3.sample_rate * 2 // 25  # int16, 12.5 frames a second
+    sizes = [len(d.audio) / frame_bytes for d in deltas if d.audio]
+    assert sizes == [1, 2, 3] and deltas[-1].usage.completion_tokens == 6
 
 
 def test_interleaved_requests_each_get_the_audio_they_get_alone(qwen3):
@@ -232,8 +234,9 @@ def test_a_qwen3_tts_step_makes_one_chunk_of_frames_or_one_codec_stage(qwen3, wo
     # then the text: worker/speech/voice_cache.py) unless the voice's prefix is kept.
     assert frames and frames[0] <= 2 and max(frames[1:]) <= round(INTERVAL * 12.5)
     assert stages and max(stages) == 1, "one decoder stage a step"
-    # The 6 frames of the tiny checkpoint: 6 chunks, each decoded over several steps.
-    assert len(stages) == 6 * 2 * 4  # chunks x upsampling blocks x (upsample + 3 units)
+    # The 6 frames of the tiny checkpoint: chunks of 1, 2 and 3 (the schedule's 4 cut short by
+    # the end), each decoded over several steps.
+    assert len(stages) == 3 * 2 * 4  # chunks x upsampling blocks x (upsample + 3 units)
 
 
 def test_an_abort_in_the_middle_of_a_chunks_decoding_leaves_the_model_as_it_was(qwen3):
@@ -243,15 +246,7 @@ def test_an_abort_in_the_middle_of_a_chunks_decoding_leaves_the_model_as_it_was(
     qwen3.abort(["a"])
     assert type(qwen3.model.speech_tokenizer.decoder).__name__ == "_gc_func"
     got = pcm(run(qwen3, submit("b", voice="vivian", seed=7))["b"])
-    want = direct(
-        qwen3.model,
-        7,
-        text=TEXT,
-        voice="vivian",
-        lang_code="auto",
-        stream=True,
-        streaming_interval=INTERVAL,
-    )
+    want = direct_qwen3_pcm(qwen3.model, 7, voice="vivian", lang_code="auto")
     assert got == want
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.support.speech import run, submit
+from tests.support.speech import generated_audio, run, submit
 from worker.runtime.stats import WorkerStats
 from worker.speech.audio import decode_reference, to_pcm16
 from worker.speech.engine import TtsEngine, load_tts_engine
@@ -64,7 +64,7 @@ def direct(engine: TtsEngine, text: str, seed: int, **inputs) -> bytes:
     engine.model._icl_cache.clear()
     kwargs = engine.generate_kwargs(engine._validate(submit("r", text=text, **inputs).inputs))
     mx.random.seed(seed)
-    audio = b"".join(to_pcm16(r.audio) for r in engine.model.generate(**kwargs))
+    audio = b"".join(to_pcm16(a) for a in generated_audio(engine.model, **kwargs))
     engine.model._icl_cache.clear()
     return audio
 

@@ -11,11 +11,14 @@ and served with the server's own text front end (English through espeak-ng, no m
   tiny.en hears with a word error rate <= 0.2: two of the ten each in `make test` (the ten
   spread over the five voices), all ten each with VOMLX_KOKORO_WER_SENTENCES=10 (measured so:
   0.010 to 0.019, docs/speech.md);
+- text spoken phrase by phrase (WS /v1/audio/speech/stream: the first phrase cut at a comma)
+  is heard as well as the same text spoken at once;
 - input it cannot speak is a 400 naming the problem.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -23,7 +26,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import websockets
 
+from gateway.api.realtime.pcm import wav_file
 from tests.support.kokoro_onnx import energy, onnxruntime_audio, original_onnx, pitch
 from tests.support.server import openai_client
 from tests.support.spoken import SENTENCES, word_error_rate
@@ -127,6 +132,50 @@ def test_every_voice_reads_sentences_that_whisper_hears(real_server, report):
     report(f"Kokoro-82M -> Whisper tiny.en WER, {PER_VOICE} sentences a voice: "
            + ", ".join(f"{v} {r:.3f}" for v, r in rates.items()))  # fmt: skip
     assert all(rate <= 0.2 for rate in rates.values()), rates
+
+
+async def _spoken_phrases(server, text: str, voice: str) -> tuple[list[str], bytes, int]:
+    """`text` through WS /v1/audio/speech/stream at once: its phrases, their joined PCM, rate."""
+    url = server.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    phrases, pcm = [], b""
+    async with websockets.connect(url, additional_headers=headers) as ws:
+        await ws.send(json.dumps({"type": "start", "model": "tts-1", "voice": voice}))
+        rate = json.loads(await ws.recv())["sample_rate"]
+        await ws.send(json.dumps({"type": "text", "text": text}))
+        await ws.send(json.dumps({"type": "end"}))
+        async for frame in ws:
+            if isinstance(frame, bytes):
+                pcm += frame
+                continue
+            event = json.loads(frame)
+            if event["type"] == "phrase":
+                phrases.append(event["text"])
+            elif event["type"] in ("done", "error"):
+                assert event["type"] == "done", event
+                break
+    return phrases, pcm, rate
+
+
+def test_text_spoken_phrase_by_phrase_is_heard_as_the_same_text_spoken_at_once(real_server, report):
+    text = ("The sea was calm that morning, and the boats went out early. "
+            "The gulls followed them far from the shore, and nobody spoke on the pier.")  # fmt: skip
+    client = openai_client(real_server).with_options(timeout=900)
+
+    def heard(wav: bytes) -> float:
+        said = client.audio.transcriptions.create(
+            model="whisper-1", file=("s.wav", wav, "audio/wav")
+        )
+        return word_error_rate([(text, said.text)])
+
+    phrases, pcm, rate = asyncio.run(_spoken_phrases(real_server, text, "alloy"))
+    at_once = speech(real_server, input=text, voice="alloy", response_format="wav")
+    assert at_once.status_code == 200, at_once.text
+    by_phrase, whole = heard(wav_file(pcm, rate)), heard(at_once.content)
+    report(f"Kokoro-82M, {len(phrases)} phrases vs at once -> Whisper tiny.en WER: "
+           f"{by_phrase:.3f} vs {whole:.3f}")  # fmt: skip
+    assert phrases[0] == "The sea was calm that morning," and len(phrases) == 3
+    assert by_phrase <= 0.2 and by_phrase <= whole + 0.1, (by_phrase, whole)
 
 
 @pytest.mark.parametrize(

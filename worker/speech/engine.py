@@ -6,10 +6,11 @@ mlx-audio's model, worker/speech/kokoro_speaker.py). `step()` does one bounded u
 every active request, round robin, and sends what it produced at once as `Delta(audio=<int16
 LE>, sample_rate=...)`. A unit is one yield of the generator, except where that would hold the
 worker's one MLX thread (and the chat requests next to it) long:
-- Qwen3-TTS (streams every `streaming_interval` seconds of audio, 1 codec frame by default):
-  the yield makes only the frames; their codec decoding is recorded and then replayed over the
-  following steps, one decoder stage per step (worker/speech/staged.py), the same computation
-  as mlx-audio's, split where its lazy graph can be evaluated in parts;
+- Qwen3-TTS (yields every `streaming_interval` seconds of audio, 1 codec frame by default):
+  the yield makes only the frame; the codec calls of a chunk of frames (CHUNK_FRAMES: 1, 2, 4,
+  then 8) are recorded and then replayed as one call over the following steps, one decoder
+  stage per step (worker/speech/staged.py), the same computation as mlx-audio's decoder on
+  those frames, split where its lazy graph can be evaluated in parts;
 - the other families yield one whole text segment per `next()`, which cannot be split from
   outside: their unit stays one segment.
 A Qwen3-TTS request's voice (its prefix's KV, a reference clip's x-vector and codes) comes from
@@ -20,6 +21,10 @@ buffers are swapped per request (worker/speech/state.py), so a request seeded wi
 sample for sample, what `mx.random.seed(S); model.generate(**kwargs)` produces directly on the
 model as the family prepares it (on the CPU: Kokoro's decoder and Qwen3-TTS's codec in faster
 forms), whatever else runs.
+
+A Qwen3-TTS phrase can go on from the phrase before (its `SpeechInputs.context`), and hands
+its own context back on its terminal delta (`speech_context`): worker/speech/continuation.py.
+Its code predictor runs compiled (worker/speech/qwen3_compiled.py, bit-equal on the CPU).
 
 Usage on the terminal delta: prompt_tokens = characters of the input text; completion_tokens =
 the tokens the model generated (GenerationResult.token_count summed: codec frames for Qwen3-TTS,
@@ -39,26 +44,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
+
 from protocol.inputs import Op, SpeechInputs
 from protocol.messages import Delta, ErrorInfo, FinishReason, Submit, Usage
 from protocol.ready import Capability, SpeechInfo, Voice
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.request_log import named
 from worker.speech.audio import decode_reference, mono, to_pcm16
+from worker.speech.continuation import Context, continuing, pack, unpack
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
-from worker.speech.staged import CodecStaging, staging_for
+from worker.speech.staged import CodecStaging, coalesced, recorded_frames, staging_for
 from worker.speech.state import ModuleState, RequestState
 from worker.speech.voice_cache import DEFAULT_VOICE_CACHE_BYTES, VoiceCache, voice_cache_for
 
 log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
-# Seconds of audio per streamed chunk: one Qwen3-TTS codec frame (12.5 a second), so the first
-# audio waits for one frame, not two. Every chunk is one frame, not a growing schedule: the
-# codec decodes a longer chunk in a different float rounding (up to 3.4e-6, which can move an
-# int16 sample by one), and a stream must equal the same request unstreamed and mlx-audio's own
-# call; one frame costs 3-5% in real-time factor (docs/benchmarks.md).
+# Seconds of audio per yield of mlx-audio's Qwen3-TTS generator: one codec frame (12.5 a
+# second), so the engine sees every frame as it is made and groups them itself (CHUNK_FRAMES).
 DEFAULT_STREAMING_INTERVAL = 0.08
+# Codec frames per decoded chunk of a staged Qwen3-TTS request, the n-th chunk taking the n-th
+# entry (the last repeats): the first audio waits for one frame; later chunks grow, so the
+# codec's per-call work is spread over more audio (a chunk of 8 is 0.64 s), while each chunk
+# still comes well before the audio already sent has played at a real-time factor under 0.5.
+# Streamed or not, a request is decoded in this schedule, so both give the same samples.
+CHUNK_FRAMES = (1, 2, 4, 8)
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
 
@@ -70,10 +81,22 @@ class _Speech:
     state: RequestState
     prompt_chars: int
     frames: int = 0
+    # A phrase that goes on from the one before (its context), and whether this one's
+    # terminal delta hands its own on: then its text and every chunk of codes it made.
+    context: Context | None = None
+    continuable: bool = False
+    text: str = ""
+    codes: list[Any] = field(default_factory=list)
     pending: deque[tuple[bytes, int]] = field(default_factory=deque)  # (pcm, sample_rate)
-    # The staged codec decoding of the chunk the generator last yielded, and that chunk.
+    # Staged requests: the codec calls recorded and not yet replayed, the yields whose audio
+    # they are, the chunks decoded so far, and whether the generator has ended.
+    recorded: list[Any] = field(default_factory=list)
+    held: list[Any] = field(default_factory=list)
+    chunks: int = 0
+    finished: bool = False
+    # The staged codec decoding of the chunk being decoded, and the yields it is the audio of.
     decoding: Generator[None, None, Any] | None = None
-    result: Any = None
+    results: list[Any] = field(default_factory=list)
 
     def usage(self) -> Usage:
         return Usage(prompt_tokens=self.prompt_chars, completion_tokens=self.frames)
@@ -151,6 +174,7 @@ class TtsEngine:
         chars = len(inputs.input)
         try:
             request = self._validate(inputs)
+            context = self._context(inputs, request)
             generation = iter(self.family.generate(self.model, self.generate_kwargs(request)))
         except RequestError as exc:
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), exc.info())
@@ -159,7 +183,11 @@ class TtsEngine:
             info = internal(exc)
             return _terminal(rid, FinishReason.ERROR, Usage(chars, 0), info)
         state = RequestState(self._modules, request.seed)
-        self._active[rid] = _Speech(submit, generation, state, chars)
+        continuable = self._continues(request)
+        self._active[rid] = _Speech(
+            submit, generation, state, chars, context=context, continuable=continuable,
+            text=request.text,
+        )  # fmt: skip
         return Delta(rid)
 
     def step(self) -> list[Delta]:
@@ -183,6 +211,8 @@ class TtsEngine:
 
     def _advance(self, rid: str, speech: _Speech) -> Delta | None:
         if not speech.pending:
+            if speech.finished and speech.decoding is None:
+                return self._end(rid, FinishReason.STOP)
             try:
                 with speech.state:
                     ended = self._decode(speech) if speech.decoding else self._pull(speech)
@@ -202,8 +232,9 @@ class TtsEngine:
         return Delta(rid, audio=pcm, sample_rate=rate)
 
     def _pull(self, speech: _Speech) -> bool:
-        """One yield of the generator (True at its end); its codec decoding, if staged, is
-        left in `speech.decoding` for the following steps."""
+        """One yield of the generator (True at its end). Staged, its codec calls are recorded;
+        once they make the next chunk of the schedule (or the generator has ended), their
+        decoding is left in `speech.decoding` for the following steps."""
         voice_cache = (
             contextlib.nullcontext() if self.voice_cache is None else self.voice_cache.serving()
         )
@@ -213,18 +244,35 @@ class TtsEngine:
                     result = next(speech.generation)
             except StopIteration:
                 return True
-            self._take(speech, result)
+            self._take(speech, [result])
             return False
-        with voice_cache, self._staging.deferring() as ops:
+        continued = (
+            contextlib.nullcontext()
+            if speech.context is None
+            else continuing(self.model, speech.context)
+        )
+        with voice_cache, continued, self._staging.deferring() as ops:
             try:
                 result = next(speech.generation)
             except StopIteration:
                 result = None
-        decoding = self._staging.decode(ops)
+        speech.recorded += ops
+        if speech.continuable:
+            speech.codes += [op for op in ops if not isinstance(op, str)]
         if result is None:
+            speech.finished = True
+        else:
+            speech.held.append(result)
+            wanted = CHUNK_FRAMES[min(speech.chunks, len(CHUNK_FRAMES) - 1)]
+            if recorded_frames(speech.recorded) < wanted:
+                return False
+        decoding = self._staging.decode(coalesced(speech.recorded))
+        speech.recorded = []
+        if not speech.held:
             _drain(decoding)  # what the generator did at its end (a reset of the codec state)
-            return True
-        speech.decoding, speech.result = decoding, result
+            return speech.finished
+        speech.decoding, speech.results, speech.held = decoding, speech.held, []
+        speech.chunks += 1
         return False
 
     def _decode(self, speech: _Speech) -> bool:
@@ -234,21 +282,29 @@ class TtsEngine:
             return False
         except StopIteration as done:
             audio = done.value
-        result, speech.decoding, speech.result = speech.result, None, None
-        # The audio the generator would have decoded itself; None: the yield decoded nothing,
-        # its audio is its own.
-        if audio is not None and not CodecStaging.yielded_as_decoded(result.audio, audio):
+        results, speech.decoding, speech.results = speech.results, None, []
+        # The audio the generator would have decoded itself; None: the yields decoded
+        # nothing, their audio is their own.
+        if audio is not None and not CodecStaging.yielded_as_decoded(
+            [r.audio for r in results], audio
+        ):
             raise RuntimeError(
                 "mlx-audio's Qwen3-TTS generator changed the decoder's audio before yielding "
                 "it: the speech engine's staged decoding (worker/speech/staged.py) cannot "
                 "reproduce it"
             )
-        self._take(speech, result, audio)
+        self._take(speech, results, audio)
         return False
 
-    def _take(self, speech: _Speech, result: Any, audio: Any = None) -> None:
-        speech.frames += int(getattr(result, "token_count", 0) or 0)
-        self._queue(speech, result.audio if audio is None else audio, result)
+    def _take(self, speech: _Speech, results: list[Any], audio: Any = None) -> None:
+        """Queues the audio of one or more yields: theirs, or `audio` decoded for them."""
+        for result in results:
+            speech.frames += int(getattr(result, "token_count", 0) or 0)
+        if audio is None:
+            for result in results:
+                self._queue(speech, result.audio, result)
+        else:
+            self._queue(speech, audio, results[0])
 
     def _queue(self, speech: _Speech, audio: Any, result: Any) -> None:
         pcm = to_pcm16(mono(audio))
@@ -260,7 +316,10 @@ class TtsEngine:
     def _end(self, rid: str, reason: FinishReason, error: ErrorInfo | None = None) -> Delta:
         speech = self._active.pop(rid)
         self._close(speech)
-        return _terminal(rid, reason, speech.usage(), error)
+        delta = _terminal(rid, reason, speech.usage(), error)
+        if reason == FinishReason.STOP and speech.continuable and speech.codes:
+            delta.speech_context = pack(speech.text, mx.concatenate(speech.codes, axis=2))
+        return delta
 
     def _close(self, speech: _Speech) -> None:
         close = getattr(speech.generation, "close", None)
@@ -292,6 +351,25 @@ class TtsEngine:
         request = dataclasses.replace(request, voice=check_voice(self.family, self.voices, request))
         self._check_instructions(request)
         return request
+
+    def _continues(self, request: SpeechRequest) -> bool:
+        """Whether a request's phrase can be continued by the next (worker/speech/
+        continuation.py): a staged Qwen3-TTS request with the plain prompt (an in-context
+        clone's prompt holds its clip instead)."""
+        in_context = request.ref_audio is not None and request.ref_text is not None
+        return self._staging is not None and self.family.name == "qwen3_tts" and not in_context
+
+    def _context(self, inputs: SpeechInputs, request: SpeechRequest) -> Context | None:
+        if inputs.context is None:
+            return None
+        if not self._continues(request):
+            raise bad_request(
+                f"context: model {self.served_name} ({self.family.label}) cannot continue "
+                "this request from a previous phrase"
+            )
+        predictor = self.model.talker.code_predictor
+        groups = int(self.model.config.talker_config.num_code_groups)
+        return unpack(inputs.context, groups, int(predictor.config.vocab_size))
 
     def _reference(self, inputs: SpeechInputs, request: SpeechRequest) -> Any:
         data = inputs.ref_audio

@@ -132,11 +132,13 @@ def _qwen3_kwargs(model: Any, req: SpeechRequest, options: dict[str, Any]) -> di
 
 
 def _qwen3_prepare(model: Any) -> None:
-    # The codec's decoder in faster forms where MLX runs on the CPU (a no-op elsewhere).
-    from worker.speech.qwen3_codec_fast import install
+    # The codec's decoder in faster forms where MLX runs on the CPU (a no-op elsewhere); the
+    # code predictor's step compiled.
+    from worker.speech import qwen3_codec_fast, qwen3_compiled
     from worker.speech.staged import unwrap_decoder
 
-    install(unwrap_decoder(model.speech_tokenizer.decoder))
+    qwen3_codec_fast.install(unwrap_decoder(model.speech_tokenizer.decoder))
+    qwen3_compiled.install(model)
 
 
 QWEN3_TTS = Family(

@@ -18,7 +18,10 @@ chunks the codec sees, so this splits the decoder's work without changing it:
   `streaming_step` as mlx-audio writes it, the same operations on the same modules and
   streaming state, evaluated stage by stage (the first layers together, then each upsampling
   block's upsample and each of its residual units, then the output layers) with a yield after
-  each. The engine advances it one stage per step and sends the audio when it is done.
+  each. The engine advances it one stage per step and sends the audio when it is done. It
+  records the yields of a chunk of its growing schedule first (worker/speech/engine.py
+  CHUNK_FRAMES) and replays their calls `coalesced`: the chunk's frames in one
+  `streaming_step`, as the generator would call it with a longer `streaming_interval`.
 Evaluating intermediate arrays of MLX's lazy graph earlier runs the same kernels on the same
 inputs (streaming_step is not under `mx.compile`: the compiled wrapper mlx-audio installs only
 compiles `__call__`), so the audio is sample for sample what the generator would have decoded:
@@ -124,12 +127,15 @@ class CodecStaging:
         return audio
 
     @staticmethod
-    def yielded_as_decoded(yielded: mx.array, decoded: mx.array) -> bool:
-        """Whether a yield's audio is the recorder's silence passed on as it was: all zeros,
-        as many samples as the decoded chunk (mlx-audio yields `wav.squeeze(1)[0]`). Anything
-        else means the generator reworked the decoder's output (trimmed, faded, mixed it),
-        which replaying the decoder alone would not reproduce."""
-        return yielded.shape == decoded.shape and not bool(mx.any(yielded).item())
+    def yielded_as_decoded(yielded: list[mx.array], decoded: mx.array) -> bool:
+        """Whether the yields' audio is the recorder's silence passed on as it was: all zeros,
+        together as many samples as the chunk decoded for them (mlx-audio yields
+        `wav.squeeze(1)[0]`). Anything else means the generator reworked the decoder's output
+        (trimmed, faded, mixed it), which replaying the decoder alone would not reproduce."""
+        if any(y.ndim != 1 for y in yielded):
+            return False
+        joined = yielded[0] if len(yielded) == 1 else mx.concatenate(yielded)
+        return joined.shape == decoded.shape and not bool(mx.any(joined).item())
 
     def _streaming_step(self, codes: mx.array) -> Generator[None, None, mx.array]:
         # Qwen3TTSSpeechTokenizerDecoder.streaming_step, evaluated stage by stage.
@@ -160,6 +166,29 @@ class CodecStaging:
         wav = d.decoder[-1].step(wav)
         wav = mx.transpose(wav, (0, 2, 1))
         return mx.clip(wav, -1.0, 1.0)
+
+
+def recorded_frames(ops: list[Any]) -> int:
+    """Codec frames in recorded calls (codes are [batch, code groups, frames])."""
+    return sum(int(op.shape[2]) for op in ops if not isinstance(op, str))
+
+
+def coalesced(ops: list[Any]) -> list[Any]:
+    """Recorded calls with each run of consecutive chunks of codes joined into one chunk: the
+    decoder then decodes them in one `streaming_step`, as mlx-audio's generator would with a
+    longer `streaming_interval` (the same frames, in another float rounding than frame by
+    frame: up to ~3e-6, which can move an int16 sample by one)."""
+    out: list[Any] = []
+    run: list[mx.array] = []
+    for op in [*ops, RESET]:
+        if isinstance(op, str):
+            if run:
+                out.append(run[0] if len(run) == 1 else mx.concatenate(run, axis=2))
+                run = []
+            out.append(op)
+        else:
+            run.append(op)
+    return out[:-1]
 
 
 def staging_for(model: Any, family_name: str) -> CodecStaging | None:

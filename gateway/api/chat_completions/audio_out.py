@@ -38,7 +38,7 @@ from starlette.responses import StreamingResponse
 from gateway.api.chat_completions.chunks import usage_dict
 from gateway.api.chat_completions.spoken_answers import SpokenAnswers
 from gateway.audio.speech.encoding import encode
-from gateway.audio.speech.phrases import Phrases, Voice, speak
+from gateway.audio.speech.phrases import Phrases, PhraseSpeaker, Voice
 from gateway.generation.output import ChoiceOutput
 from gateway.generation.request import GenerationRequest
 from gateway.http import errors
@@ -69,8 +69,9 @@ async def _speaker(tts: EngineClient, voice: Voice, phrases: asyncio.Queue, on_a
     the chat model speaks for itself: its request brings the audio)."""
     if voice.talker_speaker is not None:
         return
+    speaker = PhraseSpeaker(tts, voice)
     while (phrase := await phrases.get()) is not None:
-        async for delta in speak(tts, voice, phrase):
+        async for delta in speaker.speak(phrase):
             await on_audio(delta)
 
 

@@ -30,7 +30,7 @@ from gateway.api.realtime.items import Item, Part, Spoken, item_object
 from gateway.api.realtime.names import Names
 from gateway.api.realtime.pcm import RATE, to_api_rate
 from gateway.api.realtime.wire import new_id
-from gateway.audio.speech.phrases import Phrases, Voice, speak
+from gateway.audio.speech.phrases import Phrases, PhraseSpeaker, Voice
 from gateway.generation.output import new_call_id
 from gateway.http import errors
 from gateway.http.errors import APIError
@@ -203,15 +203,16 @@ class Response:
 
     async def _speak_all(self, phrases: asyncio.Queue) -> None:
         assert self._speech is not None
+        speaker = PhraseSpeaker(self._speech.engine, self._speech.voice)
         while (phrase := await phrases.get()) is not None:
-            await self._speak(phrase)
+            await self._speak(speaker, phrase)
 
-    async def _speak(self, phrase: str) -> None:
+    async def _speak(self, speaker: PhraseSpeaker, phrase: str) -> None:
         assert self._speech is not None and self._message is not None
         spoken = self._message.content[0].spoken
         assert spoken is not None
         started = False
-        async for delta in speak(self._speech.engine, self._speech.voice, phrase):
+        async for delta in speaker.speak(phrase):
             pcm = to_api_rate(delta.audio, delta.sample_rate or self._speech.voice.sample_rate)
             if not started:
                 spoken.phrases.append((spoken.audio_ms, phrase))

@@ -33,7 +33,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.audio.speech.phrases import Phrases, Voice, speak
+from gateway.audio.speech.phrases import Phrases, PhraseSpeaker, Voice
 from gateway.audio.speech.served import phrase_voice, speech_model
 from gateway.http.errors import APIError, invalid, unknown_field
 from gateway.http.json_body import BodyError, parse_json
@@ -160,9 +160,10 @@ async def _speak_all(
     websocket: WebSocket, engine: Any, voice: Voice, phrases: asyncio.Queue
 ) -> None:
     index, samples = 0, 0
+    speaker = PhraseSpeaker(engine, voice)
     while (phrase := await phrases.get()) is not None:
         await websocket.send_json({"type": "phrase", "index": index, "text": phrase})
-        async for delta in speak(engine, voice, phrase):
+        async for delta in speaker.speak(phrase):
             samples += len(delta.audio) // 2
             await websocket.send_bytes(delta.audio)
         await websocket.send_json({"type": "phrase_done", "index": index})

@@ -1,8 +1,9 @@
 """Text spoken phrase by phrase: `Phrases` cuts streamed text into phrases (a sentence end, a
 line end, or `MAX_PHRASE_CHARS` cut at a space; the first phrase also at its first clause
-boundary or after FIRST_PHRASE_WORDS words, so speech starts sooner), `Voice` is what each phrase's speech request
-carries but its text, and `speak` runs one phrase's speech request. Shared by chat completions'
-audio out (gateway/api/chat_completions/audio_out.py), the speech WebSocket and the Realtime
+boundary or after FIRST_PHRASE_WORDS words, so speech starts sooner), `Voice` is what each
+phrase's speech request carries but its text and context, and `PhraseSpeaker` speaks a run of
+phrases, a request each, each going on from the one before. Shared by chat completions' audio
+out (gateway/api/chat_completions/audio_out.py), the speech WebSocket and the Realtime
 API's responses.
 """
 
@@ -89,17 +90,29 @@ class Voice:
     talker_speaker: str | None = None
 
 
-async def speak(tts: EngineClient, voice: Voice, phrase: str) -> AsyncIterator[Delta]:
-    """One phrase's audio deltas, as the TTS model makes them; its error raised."""
-    assert voice.inputs is not None
-    async with tts.request(replace(voice.inputs, input=phrase), True) as batches:
-        async for batch in batches:
-            for delta in batch:
-                if delta.audio:
-                    yield delta
-                if delta.finish_reason is not None:
-                    error = errors.terminal_error(delta)
-                    if error is not None:
-                        raise error
-                    return
-    raise errors.no_terminal("speech")
+class PhraseSpeaker:
+    """Phrases spoken in order in one voice, each its own speech request: each phrase goes on
+    from the one before where the model hands back a context for it (Qwen3-TTS: the previous
+    phrase's text and frames, worker/speech/continuation.py), passed on unread."""
+
+    def __init__(self, tts: EngineClient, voice: Voice) -> None:
+        self._tts = tts
+        self.voice = voice
+        self._context: bytes | None = None
+
+    async def speak(self, phrase: str) -> AsyncIterator[Delta]:
+        """One phrase's audio deltas, as the TTS model makes them; its error raised."""
+        assert self.voice.inputs is not None
+        inputs = replace(self.voice.inputs, input=phrase, context=self._context)
+        async with self._tts.request(inputs, True) as batches:
+            async for batch in batches:
+                for delta in batch:
+                    if delta.audio:
+                        yield delta
+                    if delta.finish_reason is not None:
+                        error = errors.terminal_error(delta)
+                        if error is not None:
+                            raise error
+                        self._context = delta.speech_context or None
+                        return
+        raise errors.no_terminal("speech")

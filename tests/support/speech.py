@@ -64,9 +64,9 @@ def direct_mono_pcm(model: Any, seed: int, ref_file: Path | None = None, **kwarg
 class _Grouping:
     """Stands in for a Qwen3-TTS codec decoder: buffers the frames mlx-audio's generator sends
     one chunk at a time and decodes them with the real decoder in the groups of the speech
-    engine's schedule (worker/speech/engine.py CHUNK_FRAMES): a group's audio is returned by
-    the call that completes it, the rest (empty) by the others; frames left at the generator's
-    closing reset are decoded then, into `tail`."""
+    engine's schedule (worker/speech/engine.py CHUNK_FRAMES), the schedule starting again
+    after each reset (a request's or a text segment's end, where the frames left are decoded).
+    `decoded`: every group's audio, in order; `codes`: every chunk of codes sent, in order."""
 
     def __init__(self, real: Any) -> None:
         from worker.speech.engine import CHUNK_FRAMES
@@ -74,8 +74,8 @@ class _Grouping:
         self._real, self._schedule = real, CHUNK_FRAMES
         self._frames: list[Any] = []
         self._groups = 0
-        self.tail: list[Any] = []
-        self.codes: list[Any] = []  # every chunk of codes the generator sent, in order
+        self.decoded: list[Any] = []
+        self.codes: list[Any] = []
 
     def _decode(self) -> Any:
         import mlx.core as mx
@@ -83,7 +83,9 @@ class _Grouping:
         codes = mx.concatenate(self._frames, axis=2)
         self._frames = []
         self._groups += 1
-        return self._real.streaming_step(codes)
+        wav = self._real.streaming_step(codes)
+        self.decoded.append(wav.squeeze(1)[0])
+        return wav
 
     def streaming_step(self, codes: Any) -> Any:
         import mlx.core as mx
@@ -97,7 +99,7 @@ class _Grouping:
 
     def reset_streaming_state(self) -> None:
         if self._frames:
-            self.tail.append(self._decode().squeeze(1)[0])
+            self._decode()
         self._groups = 0
         self._real.reset_streaming_state()
 
@@ -133,8 +135,9 @@ def generated_audio(model: Any, **kwargs: Any) -> list[Any]:
         if not kwargs.get("stream"):
             return [r.audio for r in model.generate(**kwargs)]
         with grouped_as_served(model) as grouping:
-            audio = [r.audio for r in model.generate(**kwargs)]
-    return [*audio, *grouping.tail]
+            for _ in model.generate(**kwargs):
+                pass
+    return grouping.decoded
 
 
 def direct_qwen3_pcm(model: Any, seed: int, **kwargs: Any) -> bytes:
@@ -166,9 +169,9 @@ def direct_phrases_pcm(model: Any, seed: int, phrases: list[str], **kwargs: Any)
         mx.random.seed(seed)
         continued = contextlib.nullcontext() if context is None else continuing(model, context)
         with uninstalled(model), continued, grouped_as_served(model) as grouping:
-            audio = [r.audio for r in model.generate(text=phrase, stream=True,
-                                                     streaming_interval=0.08, **kwargs)]  # fmt: skip
-        audio += grouping.tail
+            for _ in model.generate(text=phrase, stream=True, streaming_interval=0.08, **kwargs):
+                pass
+        audio = grouping.decoded
         out.append(b"".join(to_pcm16(np.asarray(a, dtype=np.float32)) for a in audio))
         context = Context(phrase, mx.concatenate(grouping.codes, axis=2))
     return out

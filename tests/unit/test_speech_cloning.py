@@ -75,6 +75,20 @@ def test_in_context_clone_equals_direct_mlx_audio_with_the_same_file(base, ref_f
     assert got and got == direct(base.model, 7, ref_audio=str(ref_file), ref_text=REF_TEXT)
 
 
+def test_a_clone_of_several_lines_equals_direct_mlx_audio_line_by_line(base, ref_file):
+    # mlx-audio speaks each line as a segment of its own codec stream: the engine decodes a
+    # line's last frames at its end and starts the chunk schedule again for the next.
+    text = "Good morning.\nHow are you?\nFine."
+    submitted = Submit("a", SpeechInputs(text, ref_audio=ref_file.read_bytes(), seed=5), True)
+    deltas = run(base, submitted)
+    assert deltas[-1].finish_reason == "stop", deltas[-1].error
+    got = b"".join(d.audio for d in deltas if d.audio)
+    mx.random.seed(5)
+    chunks = generated_audio(base.model, text=text, ref_audio=str(ref_file), lang_code="auto",
+                             stream=True, streaming_interval=0.08)  # fmt: skip
+    assert got and got == b"".join(to_pcm16(a) for a in chunks)
+
+
 def test_clone_from_the_audio_alone_equals_direct_mlx_audio(base, ref_file):
     deltas = run(base, submit("a", ref_audio=ref_file.read_bytes(), seed=3))
     got = b"".join(d.audio for d in deltas if d.audio)

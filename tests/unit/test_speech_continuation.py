@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.speech import generated_audio, grouped_as_served, run, sine_wav, submit
 from worker.speech.audio import decode_reference, to_pcm16
-from worker.speech.continuation import Context, continuing, pack, unpack
+from worker.speech.continuation import Context, continuing, joined, pack, unpack
 from worker.speech.engine import TtsEngine, load_tts_engine
 from worker.speech.staged import CodecStaging
 from worker.tiny_models import ensure_checkpoint
@@ -136,3 +136,20 @@ def test_a_voice_cloned_from_audio_alone_goes_on_and_an_in_context_clone_does_no
         submit("d", SECOND, ref_audio=clip, ref_text="Hello there.", context=context)
     )
     assert refused.error.code == "bad_request" and "context" in refused.error.message
+
+
+def test_no_context_is_handed_back_that_no_request_could_take_or_for_lines(qwen3, monkeypatch):
+    from worker.speech import engine as speech_engine
+
+    monkeypatch.setattr(speech_engine, "MAX_CONTEXT_FRAMES", 2)
+    long = run(qwen3, submit("a", FIRST, voice="ryan", seed=3))["a"]
+    assert long[-1].finish_reason == "stop" and long[-1].usage.completion_tokens > 2
+    assert long[-1].speech_context == b""
+    monkeypatch.undo()
+    lines = run(qwen3, submit("b", f"{FIRST}\n{SECOND}", voice="ryan", seed=3))["b"]
+    assert lines[-1].finish_reason == "stop" and lines[-1].speech_context == b""
+
+
+def test_phrases_join_with_a_space_except_after_a_wide_character():
+    assert joined("The sea was calm,", "and the boats") == "The sea was calm, and the boats"
+    assert joined("海は穏やかで、", "船は出た。") == "海は穏やかで、船は出た。"

@@ -58,10 +58,15 @@ def test_calls_it_does_not_recognise_go_to_the_module(model):
     before = dict(compiled._steps)
     x = mx.ones((1, 1, model.config.talker_config.hidden_size))
     positions = mx.array([[3]])
-    for kwargs in ({"cache": None}, {"cache": compiled.make_cache(), "position_ids": positions}):
-        logits, _, _ = compiled(x, **kwargs)
+    calls = (
+        lambda: {"cache": None},
+        lambda: {"cache": compiled.make_cache(), "position_ids": positions},
+        lambda: {"cache": compiled.make_cache(), "generation_step": 3},  # not at step 3's offset
+    )
+    for call in calls:
+        logits, _, _ = compiled(x, **call())
         with uninstalled(model):
-            want, _, _ = model.talker.code_predictor(x, **kwargs)
+            want, _, _ = model.talker.code_predictor(x, **call())
         assert mx.array_equal(logits, want).item()
     assert compiled._steps == before
 

@@ -8,7 +8,9 @@ pad token), then the codec's begin token, then one codec frame per step. So a ph
 from the previous one: its prompt holds the previous phrase's text and its own, then the
 previous phrase's frames (each frame's row as the generator would have fed it: the tts pad
 embedding plus the sum of the frame's code embeddings), and the talker continues from the
-state it would be in had it spoken both phrases at once and just finished the first. This is
+state (the KV cache) it would be in had it spoken both phrases at once and just finished the
+first; mlx-audio's repetition penalty, which looks back at this request's own frames, starts
+empty. This is
 the structure of mlx-audio's own in-context cloning prompt (`_prepare_icl_generation_inputs`:
 reference text and target text, then the reference's frames), with the previous phrase in the
 place of the reference clip; tests/unit/test_speech_continuation.py checks that a phrase
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +41,7 @@ from worker.runtime.errors import bad_request
 from worker.speech.stand_in import standing_in
 
 VERSION = 1
-MAX_CONTEXT_FRAMES = 4096  # mlx-audio's own cap on a generation (5.5 minutes of frames)
+MAX_CONTEXT_FRAMES = 4096  # 5.5 minutes of frames; a phrase is at most 160 characters
 MAX_CONTEXT_CHARS = 4096  # a speech request's input limit
 
 
@@ -84,6 +87,13 @@ def unpack(data: bytes, groups: int, codebook: int) -> Context:
     return Context(text, mx.array(array.astype(np.int32))[None])
 
 
+def joined(before: str, text: str) -> str:
+    """Two phrases as one text: a space between them, as the phrases were cut at one, except
+    after a wide (CJK) character, where the text had none."""
+    wide = bool(before) and unicodedata.east_asian_width(before[-1]) in ("W", "F")
+    return f"{before}{text}" if wide else f"{before} {text}"
+
+
 def frame_rows(model: Any, codes: mx.array, pad: mx.array) -> mx.array:
     """The talker's input rows for frames already spoken: as mlx-audio's generator makes the
     next step's input (the first group's embedding, each later group's added in order, under
@@ -103,7 +113,7 @@ def continuing(model: Any, context: Context) -> Iterator[None]:
 
     def continued(*args: Any, **kwargs: Any) -> tuple[mx.array, mx.array, mx.array]:
         bound = signature.bind(*args, **kwargs)
-        bound.arguments["text"] = f"{context.text} {bound.arguments['text']}"
+        bound.arguments["text"] = joined(context.text, bound.arguments["text"])
         embeds, trailing, pad = prepare(*bound.args, **bound.kwargs)
         rows = frame_rows(model, context.codes, pad).astype(embeds.dtype)
         return mx.concatenate([embeds, rows], axis=1), trailing, pad

@@ -52,9 +52,16 @@ from protocol.ready import Capability, SpeechInfo, Voice
 from worker.runtime.errors import RequestError, bad_request, internal
 from worker.runtime.request_log import named
 from worker.speech.audio import decode_reference, mono, to_pcm16
-from worker.speech.continuation import Context, continuing, pack, unpack
+from worker.speech.continuation import MAX_CONTEXT_FRAMES, Context, continuing, pack, unpack
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
-from worker.speech.staged import CodecStaging, coalesced, recorded_frames, staging_for
+from worker.speech.staged import (
+    CodecStaging,
+    chunks_after_close,
+    coalesced,
+    recorded_frames,
+    staging_for,
+    stream_closed,
+)
 from worker.speech.state import ModuleState, RequestState
 from worker.speech.voice_cache import DEFAULT_VOICE_CACHE_BYTES, VoiceCache, voice_cache_for
 
@@ -233,8 +240,8 @@ class TtsEngine:
 
     def _pull(self, speech: _Speech) -> bool:
         """One yield of the generator (True at its end). Staged, its codec calls are recorded;
-        once they make the next chunk of the schedule (or the generator has ended), their
-        decoding is left in `speech.decoding` for the following steps."""
+        once they make the next chunk of the schedule (or the codec stream or the generator
+        has ended), their decoding is left in `speech.decoding` for the following steps."""
         voice_cache = (
             contextlib.nullcontext() if self.voice_cache is None else self.voice_cache.serving()
         )
@@ -244,6 +251,7 @@ class TtsEngine:
                     result = next(speech.generation)
             except StopIteration:
                 return True
+            self._count(speech, result)
             self._take(speech, [result])
             return False
         continued = (
@@ -259,20 +267,23 @@ class TtsEngine:
         speech.recorded += ops
         if speech.continuable:
             speech.codes += [op for op in ops if not isinstance(op, str)]
+        closed = stream_closed(speech.recorded)  # a segment's end: its frames go now
         if result is None:
             speech.finished = True
         else:
+            self._count(speech, result)
             speech.held.append(result)
             wanted = CHUNK_FRAMES[min(speech.chunks, len(CHUNK_FRAMES) - 1)]
-            if recorded_frames(speech.recorded) < wanted:
+            if not closed and recorded_frames(speech.recorded) < wanted:
                 return False
         decoding = self._staging.decode(coalesced(speech.recorded))
+        # After a closed stream the schedule starts again, at the next stream's first chunk.
+        speech.chunks = chunks_after_close(speech.recorded) if closed else speech.chunks + 1
         speech.recorded = []
         if not speech.held:
             _drain(decoding)  # what the generator did at its end (a reset of the codec state)
             return speech.finished
         speech.decoding, speech.results, speech.held = decoding, speech.held, []
-        speech.chunks += 1
         return False
 
     def _decode(self, speech: _Speech) -> bool:
@@ -296,10 +307,13 @@ class TtsEngine:
         self._take(speech, results, audio)
         return False
 
+    @staticmethod
+    def _count(speech: _Speech, result: Any) -> None:
+        """A yield's tokens, counted when it is made (an abort reports what was generated)."""
+        speech.frames += int(getattr(result, "token_count", 0) or 0)
+
     def _take(self, speech: _Speech, results: list[Any], audio: Any = None) -> None:
         """Queues the audio of one or more yields: theirs, or `audio` decoded for them."""
-        for result in results:
-            speech.frames += int(getattr(result, "token_count", 0) or 0)
         if audio is None:
             for result in results:
                 self._queue(speech, result.audio, result)
@@ -318,7 +332,9 @@ class TtsEngine:
         self._close(speech)
         delta = _terminal(rid, reason, speech.usage(), error)
         if reason == FinishReason.STOP and speech.continuable and speech.codes:
-            delta.speech_context = pack(speech.text, mx.concatenate(speech.codes, axis=2))
+            codes = mx.concatenate(speech.codes, axis=2)
+            if codes.shape[2] <= MAX_CONTEXT_FRAMES:  # a longer one no request could take
+                delta.speech_context = pack(speech.text, codes)
         return delta
 
     def _close(self, speech: _Speech) -> None:
@@ -355,9 +371,12 @@ class TtsEngine:
     def _continues(self, request: SpeechRequest) -> bool:
         """Whether a request's phrase can be continued by the next (worker/speech/
         continuation.py): a staged Qwen3-TTS request with the plain prompt (an in-context
-        clone's prompt holds its clip instead)."""
+        clone's prompt holds its clip instead), of one line (mlx-audio speaks a Base model's
+        lines as separate segments, each its own prompt)."""
         in_context = request.ref_audio is not None and request.ref_text is not None
-        return self._staging is not None and self.family.name == "qwen3_tts" and not in_context
+        one_line = "\n" not in request.text.strip()
+        staged_qwen3 = self._staging is not None and self.family.name == "qwen3_tts"
+        return staged_qwen3 and one_line and not in_context
 
     def _context(self, inputs: SpeechInputs, request: SpeechRequest) -> Context | None:
         if inputs.context is None:

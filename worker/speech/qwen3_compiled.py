@@ -10,8 +10,8 @@ mlx-lm's fixed 256), so each step is traced once and replayed as one compiled gr
 
 `install(model)` puts a `CompiledCodePredictor` in front of `model.talker.code_predictor`
 (an attribute stand-in: the module tree, its weights and everything else on the predictor are
-untouched). A call it does not recognise (explicit positions or a mask, no cache, a cache at
-another offset) goes to the module as it is. The compiled step is the module's own call, traced:
+untouched). A call it does not recognise (explicit positions or a mask, no cache, another
+cache type, a step at another offset or length than in a frame) goes to the module as it is. The compiled step is the module's own call, traced:
 the same operations on the same inputs; on the CPU its logits are bit for bit the stock ones
 (tests/unit/test_speech_qwen3_compiled.py, and the speech tests' equality with mlx-audio, whose
 references run without it: `uninstalled`). Where a backend's fused kernels could round
@@ -49,7 +49,8 @@ class CompiledCodePredictor:
         cache: list[Any] | None = None,
         generation_step: int = 0,
     ) -> tuple[mx.array, list[Any] | None, int]:
-        if not self._compilable(position_ids, mask, cache):
+        compilable = self._compilable(position_ids, mask, cache)
+        if not compilable or not self._in_frame(inputs_embeds, cache or [], generation_step):
             return self._real(inputs_embeds, position_ids, mask, cache, generation_step)
         assert cache is not None
         offset = cache[0].offset
@@ -75,6 +76,15 @@ class CompiledCodePredictor:
             return False
         # A cache at offset 0 has no buffer yet (mlx-audio resets it to None each frame).
         return all((c.keys is None) == (offset == 0) for c in cache)
+
+    @staticmethod
+    def _in_frame(inputs_embeds: mx.array, cache: list[Any], generation_step: int) -> bool:
+        """A step as mlx-audio makes them in a frame: step 0 from an empty cache with two
+        positions, step k > 0 after k + 1 positions with one (any other call goes as it is,
+        so the traces stay one per step)."""
+        if generation_step == 0:
+            return cache[0].offset == 0 and inputs_embeds.shape[1] == 2
+        return cache[0].offset == generation_step + 1 and inputs_embeds.shape[1] == 1
 
     def _traced(self, generation_step: int, offset: int, layers: int) -> Callable[..., Any]:
         """The predictor's call at one step as a function of arrays only: the input, then the

@@ -173,6 +173,26 @@ def recorded_frames(ops: list[Any]) -> int:
     return sum(int(op.shape[2]) for op in ops if not isinstance(op, str))
 
 
+def stream_closed(ops: list[Any]) -> bool:
+    """Whether recorded calls reset the codec after chunks of codes: the stream they belong to
+    (a request's, or one text segment's) has ended."""
+    seen_codes = False
+    for op in ops:
+        if not isinstance(op, str):
+            seen_codes = True
+        elif seen_codes:
+            return True
+    return False
+
+
+def chunks_after_close(ops: list[Any]) -> int:
+    """Chunks already decoded of the stream that recorded calls end in: 1 when codes follow
+    their last reset (the next stream's first chunk, decoded with the closed one's rest), else
+    0."""
+    last = max(i for i, op in enumerate(ops) if isinstance(op, str))
+    return int(any(not isinstance(op, str) for op in ops[last + 1 :]))
+
+
 def coalesced(ops: list[Any]) -> list[Any]:
     """Recorded calls with each run of consecutive chunks of codes joined into one chunk: the
     decoder then decodes them in one `streaming_step`, as mlx-audio's generator would with a

@@ -18,7 +18,7 @@ from msgspec.structs import replace
 from gateway.http import errors
 from gateway.workers.protocol import EngineClient
 from protocol.inputs import SpeechInputs
-from protocol.messages import Delta
+from protocol.messages import Delta, ErrorCode, FinishReason
 
 MAX_PHRASE_CHARS = 160
 # A sentence end followed by a space (so "3.14" or "..." still being written does not cut), or
@@ -93,7 +93,9 @@ class Voice:
 class PhraseSpeaker:
     """Phrases spoken in order in one voice, each its own speech request: each phrase goes on
     from the one before where the model hands back a context for it (Qwen3-TTS: the previous
-    phrase's text and frames, worker/speech/continuation.py), passed on unread."""
+    phrase's text and frames, worker/speech/continuation.py), passed on unread. A context the
+    model refuses (another model came in between: a swap) is dropped, and the phrase spoken
+    alone."""
 
     def __init__(self, tts: EngineClient, voice: Voice) -> None:
         self._tts = tts
@@ -102,17 +104,43 @@ class PhraseSpeaker:
 
     async def speak(self, phrase: str) -> AsyncIterator[Delta]:
         """One phrase's audio deltas, as the TTS model makes them; its error raised."""
+        context, self._context = self._context, None
+        try:
+            async for delta in self._request(phrase, context):
+                yield delta
+        except _ContextRefused:  # before any audio: once more, alone
+            async for delta in self._request(phrase, None):
+                yield delta
+
+    async def _request(self, phrase: str, context: bytes | None) -> AsyncIterator[Delta]:
         assert self.voice.inputs is not None
-        inputs = replace(self.voice.inputs, input=phrase, context=self._context)
+        inputs = replace(self.voice.inputs, input=phrase, context=context)
         async with self._tts.request(inputs, True) as batches:
             async for batch in batches:
                 for delta in batch:
                     if delta.audio:
                         yield delta
                     if delta.finish_reason is not None:
+                        if context is not None and _refused_context(delta):
+                            raise _ContextRefused
                         error = errors.terminal_error(delta)
                         if error is not None:
                             raise error
                         self._context = delta.speech_context or None
                         return
         raise errors.no_terminal("speech")
+
+
+class _ContextRefused(Exception):
+    pass
+
+
+def _refused_context(delta: Delta) -> bool:
+    """A terminal delta refusing the request's context (and so before any audio)."""
+    error = delta.error
+    return (
+        delta.finish_reason == FinishReason.ERROR
+        and error is not None
+        and error.code == ErrorCode.BAD_REQUEST
+        and error.message.startswith("context")
+    )

@@ -19,7 +19,7 @@ OpenBLAS on Linux unless started with `--blas bundled`; start this with the same
 
 Direct runs of Qwen3-TTS run mlx-audio's own code predictor (the worker compiles its step:
 worker/speech/qwen3_compiled.py) and its codec a frame at a time (the worker groups frames into
-growing chunks: worker/speech/engine.py CHUNK_FRAMES), with the codec's faster CPU forms.
+growing chunks: worker/speech/staged.py CHUNK_FRAMES), with the codec's faster CPU forms.
 `--stock` adds direct runs with mlx-audio's own decoder too: the worker's faster CPU forms of
 the decoder's convolutions and `sin` taken out (Kokoro: worker/speech/kokoro_fast.py; Qwen3-TTS:
 worker/speech/qwen3_codec_fast.py), i.e. the library as a caller runs it, after the others.

@@ -64,12 +64,12 @@ def direct_mono_pcm(model: Any, seed: int, ref_file: Path | None = None, **kwarg
 class _Grouping:
     """Stands in for a Qwen3-TTS codec decoder: buffers the frames mlx-audio's generator sends
     one chunk at a time and decodes them with the real decoder in the groups of the speech
-    engine's schedule (worker/speech/engine.py CHUNK_FRAMES), the schedule starting again
+    engine's schedule (worker/speech/staged.py CHUNK_FRAMES), the schedule starting again
     after each reset (a request's or a text segment's end, where the frames left are decoded).
     `decoded`: every group's audio, in order; `codes`: every chunk of codes sent, in order."""
 
     def __init__(self, real: Any) -> None:
-        from worker.speech.engine import CHUNK_FRAMES
+        from worker.speech.staged import CHUNK_FRAMES
 
         self._real, self._schedule = real, CHUNK_FRAMES
         self._frames: list[Any] = []

@@ -74,7 +74,7 @@ def test_the_first_audio_is_one_codec_frame_and_a_seeded_stream_repeats_bit_for_
 
 
 def test_chunks_grow_as_scheduled_and_the_last_holds_what_is_left(qwen3):
-    from worker.speech.engine import CHUNK_FRAMES
+    from worker.speech.staged import CHUNK_FRAMES
 
     assert CHUNK_FRAMES[:3] == (1, 2, 4)
     deltas = run(qwen3, submit("a", voice="ryan", seed=1))["a"]

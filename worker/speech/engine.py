@@ -54,14 +54,7 @@ from worker.runtime.request_log import named
 from worker.speech.audio import decode_reference, mono, to_pcm16
 from worker.speech.continuation import MAX_CONTEXT_FRAMES, Context, continuing, pack, unpack
 from worker.speech.families import Family, SpeechRequest, check_voice, family_for
-from worker.speech.staged import (
-    CodecStaging,
-    chunks_after_close,
-    coalesced,
-    recorded_frames,
-    staging_for,
-    stream_closed,
-)
+from worker.speech.staged import Chunks, CodecStaging, staging_for
 from worker.speech.state import ModuleState, RequestState
 from worker.speech.voice_cache import DEFAULT_VOICE_CACHE_BYTES, VoiceCache, voice_cache_for
 
@@ -69,14 +62,9 @@ log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for /v1/audio/speech
 # Seconds of audio per yield of mlx-audio's Qwen3-TTS generator: one codec frame (12.5 a
-# second), so the engine sees every frame as it is made and groups them itself (CHUNK_FRAMES).
+# second), so the engine sees every frame as it is made and groups them itself
+# (worker/speech/staged.py CHUNK_FRAMES).
 DEFAULT_STREAMING_INTERVAL = 0.08
-# Codec frames per decoded chunk of a staged Qwen3-TTS request, the n-th chunk taking the n-th
-# entry (the last repeats): the first audio waits for one frame; later chunks grow, so the
-# codec's per-call work is spread over more audio (a chunk of 8 is 0.64 s), while each chunk
-# still comes well before the audio already sent has played at a real-time factor under 0.5.
-# Streamed or not, a request is decoded in this schedule, so both give the same samples.
-CHUNK_FRAMES = (1, 2, 4, 8)
 MAX_DELTA_SECONDS = 1.0
 SPEED_RANGE = (0.25, 4.0)
 
@@ -88,18 +76,15 @@ class _Speech:
     state: RequestState
     prompt_chars: int
     frames: int = 0
-    # A phrase that goes on from the one before (its context), and whether this one's
-    # terminal delta hands its own on: then its text and every chunk of codes it made.
+    # A phrase that goes on from the one before (its context, until its prompt is made), and
+    # whether this one's terminal delta hands its own on: its text and the codes it made.
     context: Context | None = None
     continuable: bool = False
     text: str = ""
     codes: list[Any] = field(default_factory=list)
     pending: deque[tuple[bytes, int]] = field(default_factory=deque)  # (pcm, sample_rate)
-    # Staged requests: the codec calls recorded and not yet replayed, the yields whose audio
-    # they are, the chunks decoded so far, and whether the generator has ended.
-    recorded: list[Any] = field(default_factory=list)
-    held: list[Any] = field(default_factory=list)
-    chunks: int = 0
+    # Staged requests: the calls and yields of the chunk being gathered; the generator's end.
+    chunks: Chunks = field(default_factory=Chunks)
     finished: bool = False
     # The staged codec decoding of the chunk being decoded, and the yields it is the audio of.
     decoding: Generator[None, None, Any] | None = None
@@ -264,26 +249,21 @@ class TtsEngine:
                 result = next(speech.generation)
             except StopIteration:
                 result = None
-        speech.recorded += ops
+        speech.context = None  # the first yield made the prompt
         if speech.continuable:
             speech.codes += [op for op in ops if not isinstance(op, str)]
-        closed = stream_closed(speech.recorded)  # a segment's end: its frames go now
         if result is None:
             speech.finished = True
         else:
             self._count(speech, result)
-            speech.held.append(result)
-            wanted = CHUNK_FRAMES[min(speech.chunks, len(CHUNK_FRAMES) - 1)]
-            if not closed and recorded_frames(speech.recorded) < wanted:
-                return False
-        decoding = self._staging.decode(coalesced(speech.recorded))
-        # After a closed stream the schedule starts again, at the next stream's first chunk.
-        speech.chunks = chunks_after_close(speech.recorded) if closed else speech.chunks + 1
-        speech.recorded = []
-        if not speech.held:
+        if not speech.chunks.record(ops, result):
+            return False
+        replayed, held = speech.chunks.take()
+        decoding = self._staging.decode(replayed)
+        if not held:
             _drain(decoding)  # what the generator did at its end (a reset of the codec state)
             return speech.finished
-        speech.decoding, speech.results, speech.held = decoding, speech.held, []
+        speech.decoding, speech.results = decoding, held
         return False
 
     def _decode(self, speech: _Speech) -> bool:

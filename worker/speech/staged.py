@@ -19,9 +19,9 @@ chunks the codec sees, so this splits the decoder's work without changing it:
   streaming state, evaluated stage by stage (the first layers together, then each upsampling
   block's upsample and each of its residual units, then the output layers) with a yield after
   each. The engine advances it one stage per step and sends the audio when it is done. It
-  records the yields of a chunk of its growing schedule first (worker/speech/engine.py
-  CHUNK_FRAMES) and replays their calls `coalesced`: the chunk's frames in one
-  `streaming_step`, as the generator would call it with a longer `streaming_interval`.
+  records the yields of a chunk of the growing schedule first (`Chunks`, CHUNK_FRAMES) and
+  replays their calls `coalesced`: the chunk's frames in one `streaming_step`, as the
+  generator would call it with a longer `streaming_interval`.
 Evaluating intermediate arrays of MLX's lazy graph earlier runs the same kernels on the same
 inputs (streaming_step is not under `mx.compile`: the compiled wrapper mlx-audio installs only
 compiles `__call__`), so the audio is sample for sample what the generator would have decoded:
@@ -54,6 +54,12 @@ from worker.speech.stand_in import standing_in
 log = logging.getLogger(__name__)
 
 RESET = "reset"  # a recorded reset_streaming_state(); any other op is a chunk of codes
+# Codec frames per replayed chunk, the n-th chunk of a codec stream taking the n-th entry (the
+# last repeats): the first audio waits for one frame; later chunks grow, so the codec's per-call
+# work is spread over more audio (a chunk of 8 is 0.64 s), while each chunk still comes well
+# before the audio already sent has played at a real-time factor under 0.5. Streamed or not, a
+# request is decoded in this schedule, so both give the same samples.
+CHUNK_FRAMES = (1, 2, 4, 8)
 
 # sha256 of the whitespace-stripped source of the methods `decode` mirrors, in mlx-audio 0.6.2.
 KNOWN_SOURCES = {
@@ -168,29 +174,44 @@ class CodecStaging:
         return mx.clip(wav, -1.0, 1.0)
 
 
-def recorded_frames(ops: list[Any]) -> int:
-    """Codec frames in recorded calls (codes are [batch, code groups, frames])."""
-    return sum(int(op.shape[2]) for op in ops if not isinstance(op, str))
+class Chunks:
+    """A staged request's codec calls recorded and not yet replayed, the yields whose audio
+    they are, and its place in the growing schedule (CHUNK_FRAMES: the n-th chunk of a codec
+    stream takes the n-th entry, the last repeating). A chunk is due when its frames are in,
+    when the codec stream closes (a reset after frames: the request's or one text segment's
+    end, whose frames go then; the next stream starts the schedule again), or at the end."""
 
+    def __init__(self) -> None:
+        self._ops: list[Any] = []
+        self._held: list[Any] = []
+        self._decoded = 0  # chunks of the current codec stream
 
-def stream_closed(ops: list[Any]) -> bool:
-    """Whether recorded calls reset the codec after chunks of codes: the stream they belong to
-    (a request's, or one text segment's) has ended."""
-    seen_codes = False
-    for op in ops:
-        if not isinstance(op, str):
-            seen_codes = True
-        elif seen_codes:
+    def record(self, ops: list[Any], result: Any) -> bool:
+        """One yield's recorded calls and the yield (None: the generator ended); whether a
+        chunk is due."""
+        self._ops += ops
+        if result is None:
             return True
-    return False
+        self._held.append(result)
+        wanted = CHUNK_FRAMES[min(self._decoded, len(CHUNK_FRAMES) - 1)]
+        frames = sum(int(op.shape[2]) for op in self._ops if not isinstance(op, str))
+        return self._closes() or frames >= wanted
 
+    def take(self) -> tuple[list[Any], list[Any]]:
+        """The recorded calls to replay (`coalesced`) and the yields they are the audio of."""
+        ops, held = self._ops, self._held
+        if self._closes():  # after the last reset: nothing, or the next stream's first chunk
+            last = max(i for i, op in enumerate(ops) if isinstance(op, str))
+            self._decoded = int(any(not isinstance(op, str) for op in ops[last + 1 :]))
+        else:
+            self._decoded += 1
+        self._ops, self._held = [], []
+        return coalesced(ops), held
 
-def chunks_after_close(ops: list[Any]) -> int:
-    """Chunks already decoded of the stream that recorded calls end in: 1 when codes follow
-    their last reset (the next stream's first chunk, decoded with the closed one's rest), else
-    0."""
-    last = max(i for i, op in enumerate(ops) if isinstance(op, str))
-    return int(any(not isinstance(op, str) for op in ops[last + 1 :]))
+    def _closes(self) -> bool:
+        """Whether the recorded calls reset the codec after frames."""
+        codes = [i for i, op in enumerate(self._ops) if not isinstance(op, str)]
+        return bool(codes) and any(isinstance(op, str) for op in self._ops[codes[0] :])
 
 
 def coalesced(ops: list[Any]) -> list[Any]:

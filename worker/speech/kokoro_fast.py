@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 
 from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin, taps_conv1d
+from worker.speech.kokoro_weights import normed_weight
 
 
 def _adain_snake(x: mx.array, gamma: mx.array, beta: mx.array, alpha: mx.array) -> mx.array:
@@ -53,9 +54,7 @@ def _style(adain: Any, s: mx.array) -> tuple[mx.array, mx.array]:
 def _taps_conv(x: mx.array, conv: Any) -> mx.array:
     """A weight-normed ConvWeighted (stride 1) on channels-last `x`, as one product per tap
     added into the output: no im2col copy of the signal (K times its size)."""
-    from mlx_audio.tts.models.kokoro.istftnet import weight_norm
-
-    weight = weight_norm(conv.weight_v, conv.weight_g, dim=0)  # (C_out, K, C_in)
+    weight = normed_weight(conv)  # (C_out, K, C_in)
     return taps_conv1d(x, weight, conv.bias, conv.padding, conv.dilation)
 
 

@@ -6,8 +6,9 @@ Per chunk of at most 510 phonemes, the call is mlx-audio's own
 pack `voices/<voice>.safetensors` of the checkpoint (read here; mlx-audio would look for a
 missing one on the hub). The tests compare the engine with exactly that, chunk by chunk.
 
-On the CPU, the decoder's slow operations are replaced by their fast forms first
-(worker/speech/kokoro_fast.py).
+Its weight-normed convolutions normalize their weights once, not on every call
+(worker/speech/kokoro_weights.py); on the CPU, the decoder's slow operations are replaced by
+their fast forms first (worker/speech/kokoro_fast.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import mlx.core as mx
 
 from worker.runtime.errors import bad_request
-from worker.speech import kokoro_fast
+from worker.speech import kokoro_fast, kokoro_weights
 from worker.speech.kokoro_text import (
     ALIASES,
     ESPEAK_NEEDS,
@@ -74,6 +75,7 @@ class KokoroSpeaker:
         spoken = sorted(names, key=lambda n: (n != self.default_voice, n[:1] not in self.g2p, n))
         self.voices = [{"name": name, "language": name[:1]} for name in spoken]
         self._packs: dict[str, mx.array] = {}
+        kokoro_weights.install()
         self.fast = kokoro_fast.install()
 
     def languages(self) -> list[str]:

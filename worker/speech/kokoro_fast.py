@@ -16,6 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from worker.runtime.side_stream import side_stream
 from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin, taps_conv1d
 from worker.speech.kokoro_weights import normed_weight
 
@@ -60,7 +61,15 @@ def _taps_conv(x: mx.array, conv: Any) -> mx.array:
 
 def adain_resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:
     """mlx-audio's AdaINResBlock1.__call__ (x: (N, C, L)), computed channels last with the
-    fused AdaIN + Snake and per-tap convolutions: the same math."""
+    fused AdaIN + Snake and per-tap convolutions: the same math. A block `spread` marked is
+    built on the side stream."""
+    if getattr(self, "on_side_stream", False):
+        with mx.stream(side_stream()):
+            return _resblock(self, x, s)
+    return _resblock(self, x, s)
+
+
+def _resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:
     x = x.swapaxes(1, 2)
     for c1, c2, n1, n2, a1, a2 in zip(
         self.convs1, self.convs2, self.adain1, self.adain2, self.alpha1, self.alpha2, strict=True
@@ -72,6 +81,17 @@ def adain_resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:
         xt = _adain_snake(xt, gamma, beta, a2.reshape(1, 1, -1))
         x = _taps_conv(xt, c2) + x
     return x.swapaxes(1, 2)
+
+
+def spread(generator: Any) -> None:
+    """Put the last resblock of each of `generator`'s upsampling stages on the side stream
+    (worker/runtime/side_stream.py). The generator sums a stage's blocks, each reading the same
+    input, so they are independent: the last (the longest kernel, ~40% of the stage) runs on
+    the other core while the first two run here, and the sum is made in the same order, so the
+    audio is the same bit for bit. Where `install()` put the fast forms in (on the CPU)."""
+    kernels = generator.num_kernels
+    for index, block in enumerate(generator.resblocks):
+        block.on_side_stream = kernels > 1 and index % kernels == kernels - 1
 
 
 # mlx-audio's own AdaINResBlock1.__call__, kept by `install()` (the tests compare the two).

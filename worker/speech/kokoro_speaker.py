@@ -77,6 +77,8 @@ class KokoroSpeaker:
         self._packs: dict[str, mx.array] = {}
         kokoro_weights.install()
         self.fast = kokoro_fast.install()
+        if self.fast:
+            kokoro_fast.spread(model.decoder.generator)
 
     def languages(self) -> list[str]:
         codes = sorted(self.g2p)

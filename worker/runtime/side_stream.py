@@ -7,7 +7,8 @@ machine has. Work split in two independent halves (other heads, other rows), the
 built under `with mx.stream(side_stream())`, runs on two cores; the worker's Python still calls
 MLX from its one thread, and MLX joins the halves where an operation reads both. Users:
 worker/transcription/whisper_fast.py (Whisper's encoder heads), worker/vision/lanes.py
-(Qwen-VL vision blocks) and worker/text/laned_attention.py (a text model's long attention).
+(Qwen-VL vision blocks), worker/text/laned_attention.py (a text model's long attention) and
+worker/speech/kokoro_fast.py (a resblock of each Kokoro generator stage).
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ def load_stt_engine(path: str, dtype: str = "auto") -> SttEngine:
     on its own single-threaded kernels and float32 ones on BLAS (OpenBLAS when preloaded),
     several times faster (docs/speech.md, "Whisper in float32 on a CPU"). Any other `dtype`,
     and every other family, keep mlx-audio's types. On the CPU a Whisper encoder's attention
-    heads run on two streams, with the same numbers (worker/transcription/whisper_fast.py).
+    heads run on two streams, with the same numbers (worker/transcription/whisper_fast.py),
+    and on any device its tokenizer's no-speech id is looked up once (whisper_tokens.py).
     """
     family = require_stt_family(path)
     import mlx.core as mx
@@ -95,9 +96,10 @@ def load_stt_engine(path: str, dtype: str = "auto") -> SttEngine:
 
         build_in_float32(model, path)
     if _is_whisper(model):
-        from worker.transcription import whisper_fast
+        from worker.transcription import whisper_fast, whisper_tokens
 
         whisper_fast.install(model)  # on the CPU: the encoder's heads on two streams
+        whisper_tokens.install()  # the no-speech token id looked up once
     mx.eval(model.parameters())
     return SttEngine(model, path, family)
 

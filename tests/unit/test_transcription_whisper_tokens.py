@@ -1,0 +1,44 @@
+"""Whisper's no-speech token id looked up once per tokenizer (worker/transcription/whisper_tokens.py)
+is mlx-audio's own lookup's answer, and the vocabulary is read once, not on every access."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.tiny_models import ensure_checkpoint
+
+pytest.importorskip("mlx_audio.stt")
+
+from mlx_audio.stt import load  # noqa: E402
+
+from worker.transcription import whisper_tokens  # noqa: E402
+
+
+def test_the_id_is_mlx_audio_s_own_and_the_vocabulary_is_read_once(monkeypatch):
+    whisper_tokens.install()
+    stock = whisper_tokens.STOCK_NO_SPEECH
+    model = load(str(ensure_checkpoint("whisper")))
+    first = model.get_tokenizer(language="en", task="transcribe")
+    expected = stock.fget(first)
+    assert expected is not None  # the tiny checkpoint's vocabulary has <|nocaptions|>
+
+    hf = first.hf_tokenizer
+    reads = []
+    vocab = hf.get_vocab
+    monkeypatch.setattr(hf, "get_vocab", lambda: reads.append(1) or vocab())
+    whisper_tokens._ids.pop(hf, None)
+    again = model.get_tokenizer(language="en", task="transcribe")  # a new wrapper, same tokenizer
+    assert [first.no_speech, again.no_speech, first.no_speech] == [expected] * 3
+    assert len(reads) == 1
+
+
+def test_uninstall_gives_the_stock_property_back():
+    from mlx_audio.stt.models.whisper.whisper import HFTokenizerWrapper
+
+    whisper_tokens.install()
+    stock = whisper_tokens.STOCK_NO_SPEECH
+    whisper_tokens.uninstall()
+    try:
+        assert HFTokenizerWrapper.no_speech is stock
+    finally:
+        whisper_tokens.install()

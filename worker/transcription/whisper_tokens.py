@@ -3,9 +3,10 @@
 `HFTokenizerWrapper.no_speech` (mlx_audio/stt/models/whisper/whisper.py) copies the whole
 vocabulary (`get_vocab()`, 51,865 entries, ~17 ms on this CPU) every time it is read, and each
 window's decoding reads it four times (twice for its suppressed tokens, twice at its first
-step) while nothing else runs: ~70 ms of every window. The id never changes for a tokenizer, so `install()` makes the property read
-mlx-audio's own lookup once per underlying tokenizer and keep the answer: the same id, so the
-same decoding (tests/unit/test_transcription_whisper_tokens.py).
+step) while nothing else runs: ~70 ms of every window. The id never changes for a tokenizer,
+so `install()` makes the property read mlx-audio's own lookup once per underlying tokenizer and
+keep the answer: the same id, so the same decoding
+(tests/unit/test_transcription_whisper_tokens.py).
 """
 
 from __future__ import annotations

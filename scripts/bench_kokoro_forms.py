@@ -1,11 +1,12 @@
 """Kokoro with and without one of the worker's bit-exact forms, side by side in one process.
 
-    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 python -m scripts.bench_kokoro_forms \
+    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 python -m scripts.bench_kokoro_forms \\
         --model KOKORO_DIR --form weights|side-stream [--rounds 5] [--text "I'm sorry," ...]
 
 Forms: `weights`, the weight-normed convolutions normalized once (worker/speech/kokoro_weights.py)
 against on every call (mlx-audio's own ConvWeighted); `side-stream`, the last resblock of each
-generator stage on the side stream (worker/speech/kokoro_fast.py `spread`) against all on one.
+generator stage on the side stream (worker/speech/kokoro_fast.py `to_side_stream`) against all
+on one.
 Each round speaks every text both ways, taking turns, through the worker's own path
 (worker/speech/kokoro_speaker.py: its front end, mlx-audio's model per chunk, the fast CPU
 operations, the other form as the worker has it), with the same seed; the two ways' audio must
@@ -40,14 +41,14 @@ def main(argv: list[str] | None = None) -> None:
 
     path = Path(args.model)
     speaker = KokoroSpeaker(load_model(str(path)), path)
-    pack = speaker.pack(args.voice or speaker.default_voice)
+    voice = args.voice or speaker.default_voice
     generator = speaker.model.decoder.generator
 
     def use(form: bool) -> None:
         if args.form == "weights":
             (kokoro_weights.install if form else kokoro_weights.uninstall)()
         elif form:
-            kokoro_fast.spread(generator)
+            kokoro_fast.to_side_stream(generator)
         else:
             for block in generator.resblocks:
                 block.on_side_stream = False
@@ -60,10 +61,9 @@ def main(argv: list[str] | None = None) -> None:
             audio = {}
             for form in (False, True):
                 use(form)
-                phonemes = speaker.phoneme_chunks(text, "a")
                 mx.random.seed(round_)
                 start = time.perf_counter()
-                chunks = [chunk.audio for chunk in speaker._speak(phonemes, pack, 1.0)]
+                chunks = [chunk.audio for chunk in speaker.generate(text, voice, 1.0, "a")]
                 mx.eval(chunks)
                 if round_:
                     times.setdefault((text, form), []).append(time.perf_counter() - start)

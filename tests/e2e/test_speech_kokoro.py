@@ -48,11 +48,12 @@ def direct_pcm(path: str, seed: int, voice: str, code: str, speed: float) -> byt
     """mlx-audio's Kokoro in this process, as its pipeline calls it per chunk, as int16 PCM."""
     import mlx.core as mx
 
-    from worker.speech import kokoro_fast
+    from worker.speech import kokoro_fast, kokoro_weights
     from worker.speech.audio import to_pcm16
     from worker.speech.kokoro_text import chunks, load_g2p
 
     kokoro_fast.install()
+    kokoro_weights.uninstall()  # weights normalized on every call, as mlx-audio does
     model = _direct_model(path)  # before seeding: building the model draws random numbers
     pack = mx.load(f"{path}/voices/{voice}.safetensors")["voice"]
     mx.random.seed(seed)

@@ -178,9 +178,10 @@ def _kokoro(path: str, chunks: list[str], voice: str, seed: int, speed: float = 
     import mlx.core as mx
     import numpy as np
 
-    from worker.speech import kokoro_fast
+    from worker.speech import kokoro_fast, kokoro_weights
 
     kokoro_fast.install() if fast else kokoro_fast.uninstall()
+    kokoro_weights.uninstall()  # weights normalized on every call, as mlx-audio does
 
     if ("kokoro", path) not in _models:
         from mlx_audio.tts.utils import load_model

@@ -104,7 +104,7 @@ def test_the_resblock_equals_the_stock_one(monkeypatch, kernel, length):
 
 
 @pytest.mark.skipif(mx.default_device() != mx.cpu, reason="installed where MLX runs on the CPU")
-def test_a_stage_last_resblock_on_the_side_stream_gives_the_same_audio_bit_for_bit():
+def test_a_stage_last_resblock_on_the_side_stream_gives_the_same_audio_bit_for_bit(monkeypatch):
     from mlx.utils import tree_map
     from mlx_audio.tts.models.kokoro.istftnet import Generator
 
@@ -130,7 +130,11 @@ def test_a_stage_last_resblock_on_the_side_stream_gives_the_same_audio_bit_for_b
         return generator(x, s, f0)
 
     alone = spoken()
-    kokoro_fast.spread(generator)
+    kokoro_fast.to_side_stream(generator)
     sides = [getattr(block, "on_side_stream", False) for block in generator.resblocks]
     assert sides == [False, False, True, False, False, True]
+    streams = []
+    side_stream = kokoro_fast.side_stream
+    monkeypatch.setattr(kokoro_fast, "side_stream", lambda: streams.append(1) or side_stream())
     assert bool(mx.all(mx.isfinite(alone))) and mx.array_equal(spoken(), alone).item()
+    assert len(streams) == 2  # one block a stage was built there

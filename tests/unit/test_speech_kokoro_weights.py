@@ -12,13 +12,17 @@ from worker.speech import kokoro_weights
 
 
 @pytest.fixture
-def conv_weighted():
+def patched():
+    """ConvWeighted with the install, and mlx-audio's own call; the install as it was after."""
     from mlx_audio.tts.models.kokoro.istftnet import ConvWeighted
 
+    was_installed = kokoro_weights.STOCK_CALL is not None
     kokoro_weights.install()
     stock = kokoro_weights.STOCK_CALL
     assert stock is not None and ConvWeighted.__call__ is kokoro_weights.conv_weighted
-    return ConvWeighted, stock
+    yield ConvWeighted, stock
+    if not was_installed:
+        kokoro_weights.uninstall()
 
 
 def randomized(conv, seed: int):
@@ -45,9 +49,9 @@ def randomized(conv, seed: int):
         ({"in_channels": 1, "out_channels": 6, "kernel_size": 3, "stride": 2, "groups": 6, "padding": 0}, (1, 11, 6), "conv_transpose1d"),
     ],
 )  # fmt: skip
-def test_the_normalized_once_call_is_the_stock_one_bit_for_bit(conv_weighted, kwargs, x_shape,
+def test_the_normalized_once_call_is_the_stock_one_bit_for_bit(patched, kwargs, x_shape,
                                                                op):  # fmt: skip
-    cls, stock = conv_weighted
+    cls, stock = patched
     conv = randomized(cls(**kwargs), seed=len(x_shape) + x_shape[1])
     x = mx.random.normal(x_shape, key=mx.random.key(40))
     operation = getattr(mx, op)
@@ -57,8 +61,8 @@ def test_the_normalized_once_call_is_the_stock_one_bit_for_bit(conv_weighted, kw
     assert mx.array_equal(first, expected).item() and mx.array_equal(again, expected).item()
 
 
-def test_a_replaced_weight_is_normalized_again_and_nothing_joins_the_parameters(conv_weighted):
-    cls, stock = conv_weighted
+def test_a_replaced_weight_is_normalized_again_and_nothing_joins_the_parameters(patched):
+    cls, stock = patched
     conv = randomized(cls(5, 5, 3, padding=1), seed=1)
     x = mx.random.normal((1, 8, 5), key=mx.random.key(2))
     conv(x, mx.conv1d)
@@ -70,4 +74,39 @@ def test_a_replaced_weight_is_normalized_again_and_nothing_joins_the_parameters(
         [("weight_v", mx.random.normal((5, 3, 5), key=mx.random.key(3)))], strict=False
     )
     assert mx.array_equal(conv(x, mx.conv1d), stock(conv, x, mx.conv1d)).item()
-    assert kokoro_weights.normed_weight(conv) is not kept
+    replaced = kokoro_weights.normed_weight(conv)
+    assert replaced is not kept
+
+    conv.load_weights([("weight_g", mx.full((5, 1, 1), 0.5))], strict=False)  # the magnitude
+    assert mx.array_equal(conv(x, mx.conv1d), stock(conv, x, mx.conv1d)).item()
+    assert kokoro_weights.normed_weight(conv) is not replaced
+
+
+def test_uninstalled_the_weight_is_normalized_on_every_call(patched):
+    cls, _ = patched
+    conv = randomized(cls(4, 4, 3, padding=1), seed=5)
+    kept = kokoro_weights.weight_of(conv)
+    assert kokoro_weights.weight_of(conv) is kept
+    kokoro_weights.uninstall()
+    try:
+        fresh = kokoro_weights.weight_of(conv)
+        assert fresh is not kept and kokoro_weights.weight_of(conv) is not fresh
+        assert mx.array_equal(fresh, kept).item()
+    finally:
+        kokoro_weights.install()
+
+
+def test_the_kokoro_engine_installs_both_forms(monkeypatch):
+    pytest.importorskip("misaki.espeak", reason="Kokoro's G2P needs misaki and espeak-ng")
+    from mlx_audio.tts.models.kokoro.istftnet import ConvWeighted
+
+    from worker.speech import kokoro_fast
+    from worker.speech.engine import load_tts_engine
+    from worker.tiny_models import ensure_checkpoint
+
+    spread = []
+    monkeypatch.setattr(kokoro_fast, "to_side_stream", spread.append)
+    engine = load_tts_engine(str(ensure_checkpoint("kokoro")))
+    assert ConvWeighted.__call__ is kokoro_weights.conv_weighted
+    on_cpu = mx.default_device() == mx.cpu
+    assert spread == ([engine.model.decoder.generator] if on_cpu else [])

@@ -14,6 +14,15 @@ from mlx_audio.stt import load  # noqa: E402
 from worker.transcription import whisper_tokens  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def as_it_was():
+    """The install as it was before each test."""
+    was_installed = whisper_tokens.STOCK_NO_SPEECH is not None
+    yield
+    if not was_installed:
+        whisper_tokens.uninstall()
+
+
 def test_the_id_is_mlx_audio_s_own_and_the_vocabulary_is_read_once(monkeypatch):
     whisper_tokens.install()
     stock = whisper_tokens.STOCK_NO_SPEECH
@@ -38,7 +47,14 @@ def test_uninstall_gives_the_stock_property_back():
     whisper_tokens.install()
     stock = whisper_tokens.STOCK_NO_SPEECH
     whisper_tokens.uninstall()
-    try:
-        assert HFTokenizerWrapper.no_speech is stock
-    finally:
-        whisper_tokens.install()
+    assert HFTokenizerWrapper.no_speech is stock
+
+
+def test_the_whisper_engine_installs_it():
+    from mlx_audio.stt.models.whisper.whisper import HFTokenizerWrapper
+
+    from worker.transcription.engine import load_stt_engine
+
+    whisper_tokens.uninstall()
+    load_stt_engine(str(ensure_checkpoint("whisper")))
+    assert HFTokenizerWrapper.no_speech.fget is whisper_tokens._no_speech

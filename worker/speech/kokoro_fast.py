@@ -5,8 +5,9 @@ On the CPU, MLX computes a dilated `conv1d` and every `conv_transpose1d` in dire
 do not use BLAS, and `sin` element by element (docs/benchmarks.md, "Kokoro-82M"). Kokoro's
 decoder (mlx_audio/tts/models/kokoro/istftnet.py) calls all three through its module's `mx`;
 `install()` gives that module a view of `mlx.core` in which they are worker/speech/cpu_ops.py's
-faster forms, and computes its residual blocks channels last with a fused AdaIN + Snake. Only
-where MLX runs on the CPU: on a GPU the stock kernels are the fast ones.
+faster forms, and computes its residual blocks channels last with a fused AdaIN + Snake;
+`to_side_stream` puts one of each generator stage's residual blocks on the second CPU stream.
+Only where MLX runs on the CPU: on a GPU the stock kernels are the fast ones.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import mlx.core as mx
 
 from worker.runtime.side_stream import side_stream
 from worker.speech.cpu_ops import conv1d, conv_transpose1d, sin, taps_conv1d
-from worker.speech.kokoro_weights import normed_weight
+from worker.speech.kokoro_weights import weight_of
 
 
 def _adain_snake(x: mx.array, gamma: mx.array, beta: mx.array, alpha: mx.array) -> mx.array:
@@ -55,14 +56,14 @@ def _style(adain: Any, s: mx.array) -> tuple[mx.array, mx.array]:
 def _taps_conv(x: mx.array, conv: Any) -> mx.array:
     """A weight-normed ConvWeighted (stride 1) on channels-last `x`, as one product per tap
     added into the output: no im2col copy of the signal (K times its size)."""
-    weight = normed_weight(conv)  # (C_out, K, C_in)
+    weight = weight_of(conv)  # (C_out, K, C_in), normalized as its own call would
     return taps_conv1d(x, weight, conv.bias, conv.padding, conv.dilation)
 
 
 def adain_resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:
     """mlx-audio's AdaINResBlock1.__call__ (x: (N, C, L)), computed channels last with the
-    fused AdaIN + Snake and per-tap convolutions: the same math. A block `spread` marked is
-    built on the side stream."""
+    fused AdaIN + Snake and per-tap convolutions: the same math. A block `to_side_stream`
+    marked is built on the side stream."""
     if getattr(self, "on_side_stream", False):
         with mx.stream(side_stream()):
             return _resblock(self, x, s)
@@ -83,7 +84,7 @@ def _resblock(self: Any, x: mx.array, s: mx.array) -> mx.array:
     return x.swapaxes(1, 2)
 
 
-def spread(generator: Any) -> None:
+def to_side_stream(generator: Any) -> None:
     """Put the last resblock of each of `generator`'s upsampling stages on the side stream
     (worker/runtime/side_stream.py). The generator sums a stage's blocks, each reading the same
     input, so they are independent: the last (the longest kernel, ~40% of the stage) runs on

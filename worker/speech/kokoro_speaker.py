@@ -78,7 +78,7 @@ class KokoroSpeaker:
         kokoro_weights.install()
         self.fast = kokoro_fast.install()
         if self.fast:
-            kokoro_fast.spread(model.decoder.generator)
+            kokoro_fast.to_side_stream(model.decoder.generator)
 
     def languages(self) -> list[str]:
         codes = sorted(self.g2p)

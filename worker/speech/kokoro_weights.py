@@ -5,11 +5,14 @@ weight as a direction and a magnitude (w = g * v / ||v||) and recomputes w each 
 called: for the 89 such convolutions of Kokoro-82M (58M weights), ~0.2 s of every utterance
 on a 2-core CPU, whatever its length, so a short phrase's first audio waits for it. The weights
 never change while serving, so `install()` gives the class a `__call__` that computes w with
-mlx-audio's own `weight_norm` the first time and keeps it on the module (an attribute outside
-the parameter tree, so nothing saved or loaded changes): the same operations on the same
-inputs, so the same bits (tests/unit/test_speech_kokoro_weights.py). Kept against the very
-arrays it came from: a module whose `weight_v` or `weight_g` is replaced (`load_weights`)
-computes it again. The price: a float32 copy of those weights (~230 MB for Kokoro-82M).
+mlx-audio's own `weight_norm` the first time and keeps it on the module (a private attribute,
+outside the parameter tree, so nothing saved or loaded changes): the same operations on the
+same inputs, so the same bits (tests/unit/test_speech_kokoro_weights.py). Kept against the very
+arrays it came from: a module whose `weight_v` or `weight_g` is replaced (`load_weights`,
+`set_dtype`) computes it again at its next call (the replaced arrays stay alive until then).
+The price: a copy of those weights in their dtype (~230 MB for Kokoro-82M in float32). The
+first call evaluates the weight, so it is not for a call traced by `mx.compile` (mlx-audio's
+`model(..., decoder=...)`; the worker never makes one).
 """
 
 from __future__ import annotations
@@ -23,10 +26,9 @@ import mlx.core as mx
 STOCK_CALL: Any = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Normed:
-    """A module's weight as normalized from `direction` and `magnitude` (not an mx.array, so
-    MLX's Module keeps it out of its parameters)."""
+    """A module's normalized weight and the two arrays it was computed from."""
 
     direction: mx.array
     magnitude: mx.array
@@ -45,6 +47,16 @@ def normed_weight(conv: Any) -> mx.array:
         kept = _Normed(conv.weight_v, conv.weight_g, weight)
         conv._normed = kept
     return kept.weight
+
+
+def weight_of(conv: Any) -> mx.array:
+    """`conv`'s weight as its call computes it: kept once installed, else normalized now (as
+    mlx-audio does on every call)."""
+    if STOCK_CALL is not None:
+        return normed_weight(conv)
+    from mlx_audio.tts.models.kokoro.istftnet import weight_norm
+
+    return weight_norm(conv.weight_v, conv.weight_g, dim=0)
 
 
 def conv_weighted(self: Any, x: mx.array, conv: Any) -> mx.array:

@@ -1,7 +1,7 @@
 """mlx-audio's Whisper tokenizer with its no-speech token id looked up once per tokenizer.
 
 `HFTokenizerWrapper.no_speech` (mlx_audio/stt/models/whisper/whisper.py) copies the whole
-vocabulary (`get_vocab()`, 51,865 entries, ~17 ms on this CPU) every time it is read, and each
+vocabulary (`get_vocab()`, ~51.9k entries, ~17 ms on this CPU) every time it is read, and each
 window's decoding reads it four times (twice for its suppressed tokens, twice at its first
 step) while nothing else runs: ~70 ms of every window. The id never changes for a tokenizer,
 so `install()` makes the property read mlx-audio's own lookup once per underlying tokenizer and
@@ -22,9 +22,12 @@ _ids: weakref.WeakKeyDictionary[Any, int | None] = weakref.WeakKeyDictionary()
 def _no_speech(self: Any) -> int | None:
     """The no-speech token id of this wrapper's tokenizer, by mlx-audio's lookup, once."""
     tokenizer = self.hf_tokenizer
-    if tokenizer not in _ids:
-        _ids[tokenizer] = STOCK_NO_SPEECH.fget(self)
-    return _ids[tokenizer]
+    try:
+        if tokenizer not in _ids:
+            _ids[tokenizer] = STOCK_NO_SPEECH.fget(self)
+        return _ids[tokenizer]
+    except TypeError:  # a tokenizer that cannot be weakly referenced: looked up every time
+        return STOCK_NO_SPEECH.fget(self)
 
 
 def install() -> None:

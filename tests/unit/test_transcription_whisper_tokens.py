@@ -1,5 +1,6 @@
-"""Whisper's no-speech token id looked up once per tokenizer (worker/transcription/whisper_tokens.py)
-is mlx-audio's own lookup's answer, and the vocabulary is read once, not on every access."""
+"""Whisper's no-speech token id looked up once per tokenizer
+(worker/transcription/whisper_tokens.py) is mlx-audio's own lookup's answer, and the
+vocabulary is read once, not on every access."""
 
 from __future__ import annotations
 

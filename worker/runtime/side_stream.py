@@ -3,9 +3,10 @@
 MLX's CPU backend runs each stream's operations on that stream's own thread, and computes
 elementwise functions (`exp`, `erf`, `tanh`, the softmax's exponentials) one element at a time
 (~14 ns each on the development machine), so on the CPU they use one core however many the
-machine has. Work split into independent parts (other heads, other rows, another of blocks
-that are summed), one part built under `with mx.stream(side_stream())`, runs on two cores; the worker's Python still calls
-MLX from its one thread, and MLX joins the halves where an operation reads both. Users:
+machine has. Work split into independent parts (other heads, other rows, one of blocks that
+are summed), one part built under `with mx.stream(side_stream())`, runs on two cores; the
+worker's Python still calls MLX from its one thread, and MLX joins the parts where an
+operation reads both. Users:
 worker/transcription/whisper_fast.py (Whisper's encoder heads), worker/vision/lanes.py
 (Qwen-VL vision blocks), worker/text/laned_attention.py (a text model's long attention) and
 worker/speech/kokoro_fast.py (a resblock of each Kokoro generator stage).

@@ -10,10 +10,9 @@ previous phrase's frames (each frame's row as the generator would have fed it: t
 embedding plus the sum of the frame's code embeddings), and the talker continues from the
 state (the KV cache) it would be in had it spoken both phrases at once and just finished the
 first; mlx-audio's repetition penalty, which looks back at this request's own frames, starts
-empty. This is
-the structure of mlx-audio's own in-context cloning prompt (`_prepare_icl_generation_inputs`:
-reference text and target text, then the reference's frames), with the previous phrase in the
-place of the reference clip; tests/unit/test_speech_continuation.py checks that a phrase
+empty. This is the structure of mlx-audio's own in-context cloning prompt
+(`_prepare_icl_generation_inputs`: reference text and target text, then the reference's
+frames), with the previous phrase in the place of the reference clip; tests/unit/test_speech_continuation.py checks that a phrase
 continued from frames of a whole-text generation makes that generation's next frames.
 
 The worker keeps nothing between requests: a continuable phrase's terminal delta hands back

@@ -35,14 +35,18 @@ class _Normed:
     weight: mx.array
 
 
-def normed_weight(conv: Any) -> mx.array:
-    """`conv`'s weight, g * v / ||v|| by mlx-audio's `weight_norm`, computed once per pair of
-    arrays."""
+def _normalized(conv: Any) -> mx.array:
+    """g * v / ||v|| by mlx-audio's `weight_norm`, as its ConvWeighted computes it."""
     from mlx_audio.tts.models.kokoro.istftnet import weight_norm
 
+    return weight_norm(conv.weight_v, conv.weight_g, dim=0)
+
+
+def normed_weight(conv: Any) -> mx.array:
+    """`conv`'s normalized weight, computed once per pair of arrays."""
     kept = getattr(conv, "_normed", None)
     if kept is None or kept.direction is not conv.weight_v or kept.magnitude is not conv.weight_g:
-        weight = weight_norm(conv.weight_v, conv.weight_g, dim=0)
+        weight = _normalized(conv)
         mx.eval(weight)
         kept = _Normed(conv.weight_v, conv.weight_g, weight)
         conv._normed = kept
@@ -52,11 +56,7 @@ def normed_weight(conv: Any) -> mx.array:
 def weight_of(conv: Any) -> mx.array:
     """`conv`'s weight as its call computes it: kept once installed, else normalized now (as
     mlx-audio does on every call)."""
-    if STOCK_CALL is not None:
-        return normed_weight(conv)
-    from mlx_audio.tts.models.kokoro.istftnet import weight_norm
-
-    return weight_norm(conv.weight_v, conv.weight_g, dim=0)
+    return normed_weight(conv) if STOCK_CALL is not None else _normalized(conv)
 
 
 def conv_weighted(self: Any, x: mx.array, conv: Any) -> mx.array:

@@ -11,8 +11,8 @@ mlx-lm's fixed 256), so each step is traced once and replayed as one compiled gr
 `install(model)` puts a `CompiledCodePredictor` in front of `model.talker.code_predictor`
 (an attribute stand-in: the module tree, its weights and everything else on the predictor are
 untouched). A call it does not recognise (explicit positions or a mask, no cache, another
-cache type, a step at another offset or length than in a frame) goes to the module as it is. The compiled step is the module's own call, traced:
-the same operations on the same inputs; on the CPU its logits are bit for bit the stock ones
+cache type, a step at another offset or length than in a frame) goes to the module as it is.
+The compiled step is the module's own call, traced: the same operations on the same inputs; on the CPU its logits are bit for bit the stock ones
 (tests/unit/test_speech_qwen3_compiled.py, and the speech tests' equality with mlx-audio, whose
 references run without it: `uninstalled`). Where a backend's fused kernels could round
 differently, `VOMLX_SPEECH_COMPILE=0` serves the stock step.

@@ -33,9 +33,10 @@ The replay mirrors `Qwen3TTSSpeechTokenizerDecoder.streaming_step` and `DecoderB
 source, fingerprinted); another mlx-audio version falls back to whole yields (correct, just
 longer steps) with a warning. The generator itself passes the decoder's output on untouched
 (mlx-audio 0.6.2); the engine checks each yield (`yielded_as_decoded`: the recorder's silence,
-unchanged) and fails the request rather than send other audio if a version reworks it. Families that yield one text segment at a time (Soprano, Kokoro,
-VoxCPM2, MOSS-TTS-Nano) do a whole segment inside one `next()`: no stream of frames or codec
-chunks to split there, so their steps stay one segment long.
+unchanged) and fails the request rather than send other audio if a version reworks it.
+Families that yield one text segment at a time (Soprano, Kokoro, VoxCPM2, MOSS-TTS-Nano) do a
+whole segment inside one `next()`: no stream of frames or codec chunks to split there, so their
+steps stay one segment long.
 """
 
 from __future__ import annotations
